@@ -1,0 +1,44 @@
+#include "net/frame.h"
+
+namespace dueq::net {
+
+void FrameBuilder::begin_ok(std::uint64_t id, std::uint32_t extra) {
+    pk_.pack_map(2 + extra);
+    key("id");
+    pk_.pack_uint64(id);
+    key("ok");
+    pk_.pack_true();
+}
+
+std::string FrameBuilder::finish() {
+    const auto n = std::uint32_t(buf_.size() - 4);
+    char* p = buf_.data();
+    p[0] = char(n >> 24);
+    p[1] = char(n >> 16);
+    p[2] = char(n >> 8);
+    p[3] = char(n);
+    return std::string(buf_.data(), buf_.size());
+}
+
+std::string error_frame(std::uint64_t id, queue::Code code, std::string_view message,
+                        const std::optional<std::string>& leader) {
+    FrameBuilder f;
+    f.pk().pack_map(3);
+    f.key("id");
+    f.pk().pack_uint64(id);
+    f.key("ok");
+    f.pk().pack_false();
+    f.key("error");
+    f.pk().pack_map(leader ? 3 : 2);
+    f.key("code");
+    f.str(queue::to_string(code));
+    f.key("message");
+    f.str(message);
+    if (leader) {
+        f.key("leader");
+        f.str(*leader);
+    }
+    return f.finish();
+}
+
+}  // namespace dueq::net

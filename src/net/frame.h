@@ -1,0 +1,39 @@
+// Outgoing frames: a 4-byte big-endian length, then one msgpack map, packed with
+// msgpack-c. Responses are built in place, so a payload stored as encoded msgpack is
+// copied into the frame verbatim, never decoded and re-encoded.
+#pragma once
+
+#include <msgpack.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "queue/command.h"
+
+namespace dueq::net {
+
+class FrameBuilder {
+public:
+    FrameBuilder() : pk_(buf_) { buf_.write("\0\0\0\0", 4); }
+
+    msgpack::packer<msgpack::sbuffer>& pk() { return pk_; }
+    void key(std::string_view k) { pk_.pack_str(std::uint32_t(k.size())), pk_.pack_str_body(k.data(), std::uint32_t(k.size())); }
+    void str(std::string_view s) { key(s); }
+    void raw(std::string_view encoded) { buf_.write(encoded.data(), encoded.size()); }
+    // Starts {"id": id, "ok": true, ...}: `extra` more fields must follow.
+    void begin_ok(std::uint64_t id, std::uint32_t extra);
+    // Patches the length prefix and hands the bytes over.
+    std::string finish();
+
+private:
+    msgpack::sbuffer buf_;
+    msgpack::packer<msgpack::sbuffer> pk_;
+};
+
+// {"id": id, "ok": false, "error": {"code", "message", "leader"?}}
+std::string error_frame(std::uint64_t id, queue::Code code, std::string_view message,
+                        const std::optional<std::string>& leader = std::nullopt);
+
+}  // namespace dueq::net

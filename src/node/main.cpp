@@ -1,0 +1,70 @@
+// dueqd: one dueq node.
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include <boost/asio.hpp>
+
+#include <iostream>
+
+#include "node/config.h"
+#include "node/node.h"
+
+int main(int argc, char** argv) {
+    CLI::App app{
+        "dueqd: a node of dueq, the store of tasks that come due.\n"
+        "Without --config it runs one node on 127.0.0.1:7700 with data in ./data/n1\n"
+        "(print that config with --print-default-config). Stop it with SIGTERM or Ctrl-C.",
+        "dueqd"};
+    std::string config_path, data_dir, listen, log_level;
+    bool print_default = false;
+    app.add_option("-c,--config", config_path, "TOML config file (see docs/config.md)")->check(CLI::ExistingFile);
+    app.add_option("--data-dir", data_dir, "override [node] data_dir");
+    app.add_option("--listen", listen, "override [node] client_listen, e.g. 127.0.0.1:7701 (port 0: any)");
+    app.add_option("--log-level", log_level, "trace, debug, info, warn, error (overrides [log] level)");
+    app.add_flag("--print-default-config", print_default, "print the built-in config and exit");
+    CLI11_PARSE(app, argc, argv);
+
+    if (print_default) {
+        std::cout << dueq::node::default_config_text();
+        return 0;
+    }
+    dueq::node::Config config;
+    try {
+        config = config_path.empty()
+                     ? dueq::node::parse_config(dueq::node::default_config_text(), "built-in config")
+                     : dueq::node::load_config_file(config_path);
+    } catch (const dueq::node::ConfigError& e) {
+        std::cerr << "dueqd: bad config: " << e.what() << "\n";
+        return 2;
+    }
+    if (!data_dir.empty()) config.data_dir = data_dir;
+    if (!listen.empty()) {
+        if (config.client_advertise == config.client_listen) config.client_advertise = listen;
+        config.client_listen = listen;
+    }
+    if (!log_level.empty()) config.log_level = log_level;
+    const auto level = spdlog::level::from_str(config.log_level);
+    if (level == spdlog::level::off && config.log_level != "off") {
+        std::cerr << "dueqd: unknown log level '" << config.log_level << "'\n";
+        return 2;
+    }
+    spdlog::set_level(level);
+    spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ [" + config.node_id + "] %v");
+
+    boost::asio::io_context io(1);
+    dueq::node::Node node(io, config);
+    if (auto err = node.start()) {
+        spdlog::critical("{}", *err);
+        return 1;
+    }
+    // Scripts read this line to learn the port (useful with --listen 127.0.0.1:0).
+    std::cout << "dueqd listening on port " << node.client_port() << std::endl;
+    boost::asio::signal_set signals(io, SIGINT, SIGTERM);
+    signals.async_wait([&](boost::system::error_code, int sig) {
+        spdlog::info("signal {}: stopping", sig);
+        node.stop();
+        io.stop();
+    });
+    io.run();
+    return 0;
+}

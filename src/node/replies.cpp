@@ -1,0 +1,190 @@
+#include "node/replies.h"
+
+#include "net/frame.h"
+
+namespace dueq::node {
+
+using net::FrameBuilder;
+
+std::string hello_reply(std::uint64_t id, std::uint64_t session, const std::string& node_id,
+                        const std::string& leader) {
+    FrameBuilder f;
+    f.begin_ok(id, 4);
+    f.key("session");
+    f.pk().pack_uint64(session);
+    f.key("node_id");
+    f.str(node_id);
+    f.key("leader");
+    f.str(leader);
+    f.key("protocol");
+    f.pk().pack_uint32(1);
+    return f.finish();
+}
+
+std::string get_reply(std::uint64_t id, const queue::TaskView& t) {
+    FrameBuilder f;
+    f.begin_ok(id, 1);
+    f.key("task");
+    const bool taken = t.status == queue::Status::taken;
+    f.pk().pack_map(taken ? 7 : 6);
+    f.key("key");
+    f.str(t.key);
+    f.key("payload");
+    f.raw(t.payload);
+    f.key("status");
+    f.str(queue::to_string(t.status));
+    f.key("time");
+    f.pk().pack_int64(t.time);
+    f.key("attempts");
+    f.pk().pack_uint32(t.attempts);
+    f.key("version");
+    f.pk().pack_uint64(t.version);
+    if (taken) {
+        f.key("lease_until");
+        f.pk().pack_int64(t.lease_until);
+    }
+    return f.finish();
+}
+
+namespace {
+std::uint32_t stats_fields(const queue::QueueStats& s) {
+    return 6 + (s.next_due ? 1 : 0) + (s.oldest_late ? 1 : 0);
+}
+// The entries only; the caller packs the map header (one queue's stats sit at the top
+// level of the response, several queues' in an array of maps).
+void pack_stats_entries(FrameBuilder& f, const std::string& name, const queue::QueueStats& s) {
+    f.key("queue");
+    f.str(name);
+    f.key("ready");
+    f.pk().pack_uint64(s.ready);
+    f.key("taken");
+    f.pk().pack_uint64(s.taken);
+    f.key("buried");
+    f.pk().pack_uint64(s.buried);
+    f.key("done");
+    f.pk().pack_uint64(s.done);
+    f.key("due_now");
+    f.pk().pack_uint64(s.due_now);
+    if (s.next_due) {
+        f.key("next_due");
+        f.pk().pack_int64(*s.next_due);
+    }
+    if (s.oldest_late) {
+        f.key("oldest_late");
+        f.pk().pack_int64(*s.oldest_late);
+    }
+}
+}  // namespace
+
+std::string stats_reply(std::uint64_t id, const queue::Store& store, const std::string* queue,
+                        std::int64_t now) {
+    FrameBuilder f;
+    if (queue) {
+        const auto s = store.stats(*queue, now);
+        f.begin_ok(id, stats_fields(s));
+        pack_stats_entries(f, *queue, s);
+        return f.finish();
+    }
+    const auto names = store.queue_names();
+    f.begin_ok(id, 1);
+    f.key("queues");
+    f.pk().pack_array(std::uint32_t(names.size()));
+    for (const auto& n : names) {
+        const auto s = store.stats(n, now);
+        f.pk().pack_map(stats_fields(s));
+        pack_stats_entries(f, n, s);
+    }
+    return f.finish();
+}
+
+std::string status_reply(std::uint64_t id, const StatusInfo& s) {
+    FrameBuilder f;
+    f.begin_ok(id, 10);
+    f.key("node_id");
+    f.str(s.node_id);
+    f.key("role");
+    f.str("standalone");
+    f.key("term");
+    f.pk().pack_uint64(0);
+    f.key("leader");
+    f.str(s.leader);
+    f.key("commit_index");
+    f.pk().pack_uint64(s.last_index - s.pending);  // durable: everything not waiting for its fsync
+    f.key("applied_index");
+    f.pk().pack_uint64(s.applied_index);
+    f.key("peers");
+    f.pk().pack_array(0);
+    f.key("mode");
+    f.str("normal");
+    f.key("tasks");
+    f.pk().pack_uint64(s.tasks);
+    f.key("pending");
+    f.pk().pack_uint64(s.pending);
+    return f.finish();
+}
+
+std::string result_reply(std::uint64_t id, net::Op op, const queue::Result& r) {
+    if (!r.ok()) return net::error_frame(id, r.code, r.message);
+    FrameBuilder f;
+    switch (op) {
+        case net::Op::put:
+        case net::Op::ack:
+            f.begin_ok(id, 1);
+            f.key("version");
+            f.pk().pack_uint64(r.version);
+            break;
+        case net::Op::touch:
+            f.begin_ok(id, 1);
+            f.key("lease_until");
+            f.pk().pack_int64(r.lease_until);
+            break;
+        case net::Op::kick:
+            f.begin_ok(id, 1);
+            f.key("kicked");
+            f.pk().pack_uint32(r.kicked);
+            break;
+        case net::Op::declare: {
+            const auto& s = r.settings;
+            f.begin_ok(id, 1);
+            f.key("settings");
+            f.pk().pack_map(5);
+            f.key("lead_ms");
+            f.pk().pack_int64(s.lead_ms);
+            f.key("ttr_ms");
+            f.pk().pack_int64(s.ttr_ms);
+            f.key("max_attempts");
+            f.pk().pack_uint32(s.max_attempts);
+            f.key("retention_ms");
+            f.pk().pack_int64(s.retention_ms);
+            f.key("late_share");
+            f.pk().pack_double(s.late_share);
+            break;
+        }
+        case net::Op::take:
+            f.begin_ok(id, 1);
+            f.key("tasks");
+            f.pk().pack_array(std::uint32_t(r.tasks.size()));
+            for (const auto& t : r.tasks) {
+                f.pk().pack_map(6);
+                f.key("key");
+                f.str(t.key);
+                f.key("payload");
+                f.raw(t.payload);
+                f.key("time");
+                f.pk().pack_int64(t.time);
+                f.key("lease");
+                f.pk().pack_uint64(t.lease);
+                f.key("lease_until");
+                f.pk().pack_int64(t.lease_until);
+                f.key("attempts");
+                f.pk().pack_uint32(t.attempts);
+            }
+            break;
+        default:
+            f.begin_ok(id, 0);
+            break;
+    }
+    return f.finish();
+}
+
+}  // namespace dueq::node

@@ -1,0 +1,27 @@
+// Response frames of each op (docs/protocol.md gives their fields).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "net/request.h"
+#include "queue/store.h"
+
+namespace dueq::node {
+
+struct StatusInfo {
+    std::string node_id, leader;
+    std::uint64_t last_index = 0, applied_index = 0, tasks = 0, pending = 0;
+};
+
+std::string hello_reply(std::uint64_t id, std::uint64_t session, const std::string& node_id,
+                        const std::string& leader);
+std::string get_reply(std::uint64_t id, const queue::TaskView& task);
+// `queue` null: every queue.
+std::string stats_reply(std::uint64_t id, const queue::Store& store, const std::string* queue,
+                        std::int64_t now);
+std::string status_reply(std::uint64_t id, const StatusInfo& s);
+// The answer to an applied command: its result fields, or its error.
+std::string result_reply(std::uint64_t id, net::Op op, const queue::Result& result);
+
+}  // namespace dueq::node

@@ -1,0 +1,139 @@
+// Commands that change the task store, and what applying one returns.
+//
+// A command is plain data. The node validates client input (types, limits) before it
+// builds a command; the store validates what depends on state (lease ids, modes) when
+// it applies one. Commands are appended to the write-ahead log (and, later, to the Raft
+// log) in the encoding of command_codec.h, and applied in log order at the log time the
+// leader stamped on them, so every replica ends in the same state.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace dueq::queue {
+
+using Millis = std::int64_t;  // ms since the Unix epoch, or a duration in ms
+using LeaseId = std::uint64_t;
+using SessionId = std::uint64_t;
+
+enum class Status : std::uint8_t { ready = 0, taken = 1, buried = 2, done = 3 };
+const char* to_string(Status s);
+
+enum class PutMode : std::uint8_t { upsert = 0, insert = 1, update = 2 };
+
+// Error codes of DESIGN §4 that the store itself can produce; the node adds the
+// transport ones (bad_request, not_leader, too_large, ...). Values are stable: they are
+// part of nothing persisted, but keep them in this order anyway.
+enum class Code : std::uint8_t {
+    ok = 0,
+    bad_request,
+    not_found,
+    exists,
+    lease_mismatch,
+    not_leader,
+    no_quorum,
+    too_large,
+    timeout,
+    unavailable,
+    unauthorized,
+    internal,
+};
+const char* to_string(Code c);  // "ok", "bad_request", ... as on the wire
+
+// Settings of one queue. Unset fields of a Declare keep their current value.
+struct QueueSettings {
+    Millis lead_ms = 0;              // a ready task is due when time - lead_ms <= now
+    Millis ttr_ms = 60'000;          // default lease length of a take
+    std::uint32_t max_attempts = 0;  // 0 = unlimited; else the take that would exceed it buries
+    Millis retention_ms = 3'600'000; // how long a done task is kept (refuses put mode=insert)
+    double late_share = 0.0;         // 0..1: share of takes reserved for late tasks
+    bool operator==(const QueueSettings&) const = default;
+};
+
+struct Declare {
+    std::string queue;
+    std::optional<Millis> lead_ms, ttr_ms, retention_ms;
+    std::optional<std::uint32_t> max_attempts;
+    std::optional<double> late_share;
+};
+struct Put {
+    std::string queue, key;
+    std::string payload;             // one msgpack value, encoded; stored verbatim
+    std::optional<Millis> time;      // absent: due now (the log time)
+    PutMode mode = PutMode::upsert;
+};
+struct Delete {
+    std::string queue, key;
+};
+struct Take {
+    std::string queue;
+    std::uint32_t count = 1;
+    std::optional<Millis> ttr_ms;    // absent: the queue's ttr_ms
+    SessionId session = 0;
+    bool release_on_disconnect = true;
+};
+struct Touch {
+    std::string queue, key;
+    LeaseId lease = 0;
+    std::optional<Millis> ttr_ms;    // absent: the queue's ttr_ms, counted from now
+};
+struct Ack {
+    std::string queue, key;
+    LeaseId lease = 0;
+    std::optional<std::string> payload;  // absent: keep the payload
+    std::optional<Millis> time;          // present: ready again at that time; absent: done
+};
+struct Release {
+    std::string queue, key;
+    LeaseId lease = 0;
+    Millis delay_ms = 0;             // not handed out again before now + delay_ms; time is kept
+};
+struct Bury {
+    std::string queue, key;
+    LeaseId lease = 0;
+};
+struct Kick {
+    std::string queue;
+    std::uint32_t count = 1;
+};
+// The session is gone for good (its grace period ran out): every task it holds with
+// release_on_disconnect goes back to ready, as if its lease had run out.
+struct ReleaseSession {
+    SessionId session = 0;
+};
+
+using Command = std::variant<Declare, Put, Delete, Take, Touch, Ack, Release, Bury, Kick,
+                             ReleaseSession>;
+
+// A task as handed to a client by take.
+struct TakenTask {
+    std::string key, payload;
+    Millis time = 0;
+    LeaseId lease = 0;
+    Millis lease_until = 0;
+    std::uint32_t attempts = 0;
+};
+
+// What applying a command returned. Fields beyond code/message are filled by the
+// commands that produce them (see store.h).
+struct Result {
+    Code code = Code::ok;
+    std::string message;             // empty when ok
+    std::uint64_t version = 0;       // put, ack
+    Millis lease_until = 0;          // touch
+    std::uint32_t kicked = 0;        // kick
+    std::vector<TakenTask> tasks;    // take
+    QueueSettings settings;          // declare
+    static Result error(Code c, std::string msg) {
+        Result r;
+        r.code = c;
+        r.message = std::move(msg);
+        return r;
+    }
+    bool ok() const { return code == Code::ok; }
+};
+
+}  // namespace dueq::queue

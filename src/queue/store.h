@@ -1,0 +1,117 @@
+// The task store of one replica: every queue, task, index and lease.
+//
+// Pure and deterministic: no clock, no I/O, no threads. Time enters only as the log time
+// of apply() and advance(); the same commands at the same times give the same state on
+// every replica. Not thread-safe: one owner (the node's event-loop thread) calls it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "queue/command.h"
+
+namespace dueq::queue {
+
+// A read-only copy of one task, as get returns it.
+struct TaskView {
+    std::string queue, key, payload;
+    Status status = Status::ready;
+    Millis time = 0;
+    std::uint32_t attempts = 0;
+    std::uint64_t version = 0;
+    LeaseId lease = 0;          // 0 unless taken
+    Millis lease_until = 0;     // 0 unless taken
+    SessionId owner = 0;        // 0 unless taken
+    bool release_on_disconnect = false;
+    Millis not_before = 0;      // ready but held back (release with delay_ms) until this time
+    Millis done_until = 0;      // done: removed at this time
+};
+
+struct QueueStats {
+    std::uint64_t ready = 0, taken = 0, buried = 0, done = 0;
+    std::uint64_t due_now = 0;             // ready and due at `now` (counted, O(due))
+    std::optional<Millis> next_due;        // smallest time - lead_ms among ready tasks
+    std::optional<Millis> oldest_late;     // smallest time among ready tasks with time < now
+};
+
+// Limits the store enforces on commands (the node enforces the same ones earlier, on
+// the wire; the store re-checks so that a bad log entry cannot corrupt it).
+struct StoreLimits {
+    std::size_t max_key_bytes = 1024;
+    std::size_t max_payload_bytes = 1 << 20;
+    std::uint32_t max_take_count = 1000;
+    std::size_t max_queue_name_bytes = 256;
+};
+
+class Store {
+public:
+    explicit Store(StoreLimits limits = {});
+    ~Store();
+    Store(const Store&) = delete;
+    Store& operator=(const Store&) = delete;
+
+    // Applies one command at log time `now` (ms, never less than the previous call's).
+    // First runs advance(now), then the command. A refused command (lease mismatch,
+    // exists, not_found, bad_request) changes no state.
+    Result apply(const Command& cmd, Millis now);
+
+    // Expires leases with lease_until <= now (attempts >= max_attempts -> buried, else
+    // ready), ends delays, and removes done tasks past retention. Idempotent, and it
+    // commutes with apply: advance(t1) then apply(c, t2 >= t1) == apply(c, t2). So a node
+    // may call it on a timer without logging anything.
+    void advance(Millis now);
+
+    // Queue settings that apply to `queue` (the defaults if it was never declared).
+    void set_default_settings(const QueueSettings& s);               // from the config
+    void configure_queue(const std::string& queue, const QueueSettings& s);  // from the config
+    QueueSettings settings(std::string_view queue) const;
+
+    std::optional<TaskView> get(std::string_view queue, std::string_view key) const;
+    QueueStats stats(std::string_view queue, Millis now) const;
+    std::vector<std::string> queue_names() const;
+    std::size_t task_count() const;
+
+    // Earliest time > now at which advance() or a take could change something in
+    // `queue` (a task comes due, a lease or delay runs out), or nullopt if none. Used
+    // to wake blocking takes without polling.
+    std::optional<Millis> next_event(std::string_view queue, Millis now) const;
+    // The same over every queue (for the node's advance timer; includes retention).
+    std::optional<Millis> next_event_any(Millis now) const;
+    // True if a take on `queue` at `now` would hand out at least one task.
+    bool has_due(std::string_view queue, Millis now) const;
+
+    // Bytes the store holds beyond keys and payloads (task records, index nodes,
+    // hash buckets), by its own accounting.
+    std::size_t overhead_bytes() const;
+
+    // ---- persistence (storage writes the applied state; restart loads it) ----
+
+    // Calls `fn` once for every (queue, key) changed since the last call, with the task
+    // as it is now, or nullptr-equivalent (nullopt) if it is gone; then forgets them.
+    void drain_changes(
+        const std::function<void(std::string_view queue, std::string_view key,
+                                 const std::optional<std::string>& encoded_task)>& fn);
+    // Store-wide state that is not a task (next lease id, declared queue settings,
+    // late_share counters), encoded; written beside the tasks at each applied index.
+    std::string encode_meta() const;
+    // Rebuilds from encode_meta() and the encoded tasks drain_changes() produced.
+    // Returns false (and leaves the store unchanged in meaning: the caller must stop)
+    // if a record does not decode.
+    bool load_meta(std::string_view encoded);
+    bool load_task(std::string_view queue, std::string_view key, std::string_view encoded);
+    // Every task, encoded (for a snapshot of the whole store).
+    void for_each_task(
+        const std::function<void(std::string_view queue, std::string_view key,
+                                 std::string_view encoded_task)>& fn) const;
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dueq::queue
