@@ -1,0 +1,554 @@
+// The I/O core of Client. Everything below Impl's public entry points runs on the one
+// I/O thread, so connection and request state needs no locks; only the small snapshot
+// read by current_address()/current_session() is shared (info_mu_).
+#include "client/client.h"
+
+#include <algorithm>
+#include <atomic>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+
+#include <boost/asio.hpp>
+
+#include "client/codec.h"
+
+namespace dueq::client {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+namespace {
+
+constexpr milliseconds kRedirectBackoffMin{50};
+constexpr milliseconds kBackoffMax{1000};
+
+struct Conn;
+
+// One submitted call, from submission until its callback has run.
+struct Pending {
+    explicit Pending(asio::io_context& io) : timer(io), retry_timer(io) {}
+    uint64_t id = 0;
+    std::string_view op;
+    std::string frame;
+    bool resend_ok = false;   // may go out again after a broken connection
+    bool pinned = false;      // belongs to one connection (its automatic hello)
+    int redirects = 0;
+    Clock::time_point deadline;
+    asio::steady_timer timer;
+    asio::steady_timer retry_timer;
+    std::function<void(Result<ResponseFrame>)> complete;
+    std::shared_ptr<Conn> conn;  // where it was queued or sent; null while waiting
+    bool written = false;        // its bytes were handed to conn's socket
+    bool done = false;
+};
+using PendingPtr = std::shared_ptr<Pending>;
+
+struct Conn {
+    Conn(asio::io_context& io, std::string addr)
+        : socket(io), resolver(io), connect_timer(io), address(std::move(addr)) {}
+    enum class State { connecting, open, closed };
+    tcp::socket socket;
+    tcp::resolver resolver;
+    asio::steady_timer connect_timer;
+    std::string address;
+    State state = State::connecting;
+    bool retired = false;  // takes no new requests; closes when `inflight` reaches 0
+    std::size_t inflight = 0;
+    std::deque<PendingPtr> outbox;
+    std::vector<PendingPtr> writing;
+    bool write_busy = false;
+    unsigned char header[kFrameHeaderBytes] = {};
+    std::string body;
+    std::string server_error;  // the last id-0 error frame, for messages
+};
+using ConnPtr = std::shared_ptr<Conn>;
+
+}  // namespace
+
+Result<std::pair<std::string, std::string>> parse_address(const std::string& address) {
+    std::string host, port;
+    if (!address.empty() && address.front() == '[') {
+        const auto close = address.find(']');
+        if (close == std::string::npos || close + 1 >= address.size() || address[close + 1] != ':') {
+            return Error(Code::bad_request, "bad address '" + address + "' (want [v6]:port)");
+        }
+        host = address.substr(1, close - 1);
+        port = address.substr(close + 2);
+    } else {
+        const auto colon = address.rfind(':');
+        if (colon == std::string::npos) {
+            return Error(Code::bad_request, "bad address '" + address + "' (want host:port)");
+        }
+        host = address.substr(0, colon);
+        port = address.substr(colon + 1);
+    }
+    const bool digits = !port.empty() && port.size() <= 5 &&
+                        std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (host.empty() || !digits || std::stoul(port) == 0 || std::stoul(port) > 65535) {
+        return Error(Code::bad_request, "bad address '" + address + "' (want host:port)");
+    }
+    return std::make_pair(host, port);
+}
+
+class Client::Impl {
+public:
+    explicit Impl(ClientOptions options) : opts_(std::move(options)), guard_(io_.get_executor()) {
+        for (const auto& seed : opts_.seeds) {
+            auto parsed = parse_address(seed);
+            if (parsed.ok()) {
+                seeds_.push_back(seed);
+            } else if (config_error_.empty()) {
+                config_error_ = parsed.error().message;
+            }
+        }
+        if (seeds_.empty() && config_error_.empty()) config_error_ = "no seed address given";
+        thread_ = std::thread([this] { io_.run(); });
+        io_thread_id_ = thread_.get_id();
+    }
+
+    ~Impl() {
+        asio::post(io_, [this] { shutdown(); });
+        guard_.reset();
+        thread_.join();
+    }
+
+    bool on_io_thread() const { return std::this_thread::get_id() == io_thread_id_; }
+
+    template <class Req>
+    void submit(const Req& req, Callback<ResponseOfT<Req>> done, const CallOptions& call_opts,
+                milliseconds extra_wait = milliseconds(0)) {
+        using Resp = ResponseOfT<Req>;
+        auto p = std::make_shared<Pending>(io_);
+        p->id = next_id_.fetch_add(1);
+        p->op = Req::op;
+        p->resend_ok = always_safe_to_resend(Req::op) || call_opts.resend_on_reconnect;
+        p->deadline = Clock::now() + call_opts.timeout.value_or(opts_.call_timeout) + extra_wait;
+        p->complete = [done = std::move(done)](Result<ResponseFrame> r) {
+            if (!r.ok()) return done(r.error());
+            if (!r->ok) return done(r->error);
+            Resp out;
+            Status st = decode_result(*r->map, &out);
+            if (!st.ok()) return done(st.error());
+            done(std::move(out));
+        };
+        auto frame = encode_request(req, p->id);
+        std::optional<Error> early;
+        if (!config_error_.empty()) {
+            early = Error(Code::bad_request, config_error_);
+        } else if (!frame.ok()) {
+            early = frame.error();
+        } else {
+            p->frame = std::move(frame).value();
+        }
+        // Even a refusal is delivered on the I/O thread, as the header promises.
+        asio::post(io_, [this, p, early = std::move(early)]() mutable {
+            if (early) {
+                p->done = true;
+                p->complete(std::move(*early));
+                return;
+            }
+            start(p);
+        });
+    }
+
+    std::string current_address() const {
+        std::lock_guard<std::mutex> lock(info_mu_);
+        return info_address_;
+    }
+    std::optional<uint64_t> current_session() const {
+        std::lock_guard<std::mutex> lock(info_mu_);
+        return info_session_;
+    }
+
+private:
+    // ---- request lifecycle ----
+
+    void start(const PendingPtr& p) {
+        if (shutting_down_) return finish(p, Error(Code::unavailable, "client is closing"));
+        pending_.emplace(p->id, p);
+        p->timer.expires_at(p->deadline);
+        p->timer.async_wait([this, p](const boost::system::error_code& ec) {
+            if (!ec) on_deadline(p);
+        });
+        dispatch(p);
+    }
+
+    void on_deadline(const PendingPtr& p) {
+        if (p->done) return;
+        if (p->written) {
+            finish(p, Error(Code::timeout, std::string(p->op) + " got no answer in time; it may "
+                                                                "or may not have been applied"));
+        } else {
+            std::string why = "no dueq server reachable in time";
+            if (!last_connect_error_.empty()) why += " (" + last_connect_error_ + ")";
+            finish(p, Error(Code::unavailable, why));
+        }
+    }
+
+    void finish(const PendingPtr& p, Result<ResponseFrame> result) {
+        if (p->done) return;
+        p->done = true;
+        p->timer.cancel();
+        p->retry_timer.cancel();
+        pending_.erase(p->id);
+        detach(p);
+        p->complete(std::move(result));
+    }
+
+    // Takes p off its connection's books; a retired connection closes once it is idle.
+    void detach(const PendingPtr& p) {
+        ConnPtr conn = std::move(p->conn);
+        p->conn.reset();
+        p->written = false;
+        if (!conn) return;
+        if (conn->inflight > 0) --conn->inflight;
+        if (conn->retired && conn->inflight == 0) close_conn(conn, "retired connection drained");
+    }
+
+    // Queues p on the active connection, opening one if needed.
+    void dispatch(const PendingPtr& p) {
+        if (p->done) return;
+        ensure_active();
+        if (!active_) {
+            waiting_.push_back(p);
+            return;
+        }
+        p->conn = active_;
+        ++active_->inflight;
+        active_->outbox.push_back(p);
+        flush(active_);
+    }
+
+    void on_response(const ConnPtr& conn, ResponseFrame frame) {
+        if (frame.id == 0) {
+            conn->server_error = frame.error.to_string();
+            return;
+        }
+        auto it = pending_.find(frame.id);
+        if (it == pending_.end()) return;  // answered after its deadline: dropped
+        PendingPtr p = it->second;
+        if (p->conn != conn) return;
+        if (!frame.ok && frame.error.code == Code::not_leader && !p->pinned &&
+            p->redirects < opts_.max_redirects) {
+            return redirect(p, conn, frame.error.leader);
+        }
+        finish(p, std::move(frame));
+    }
+
+    // not_leader means "not applied", so any op may go again, to the named leader at
+    // once, or to the next seed after a backoff when the refusing node knows no leader.
+    void redirect(const PendingPtr& p, const ConnPtr& refused_by, const std::string& leader) {
+        ++p->redirects;
+        detach(p);
+        if (!leader.empty() && leader != refused_by->address) {
+            if (!active_ || active_->address != leader) {
+                retire_active();
+                leader_hint_ = leader;
+            }
+            return dispatch(p);
+        }
+        auto delay = kRedirectBackoffMin * (1 << std::min(p->redirects - 1, 5));
+        delay = std::min<milliseconds>(delay, kBackoffMax);
+        p->retry_timer.expires_after(delay);
+        p->retry_timer.async_wait([this, p, refused_by](const boost::system::error_code& ec) {
+            if (ec || p->done) return;
+            if (active_ == refused_by) retire_active();
+            dispatch(p);
+        });
+    }
+
+    // ---- connections ----
+
+    void ensure_active() {
+        if (active_ || shutting_down_ || backoff_armed_) return;
+        std::string address;
+        if (!leader_hint_.empty()) {
+            address = std::move(leader_hint_);
+            leader_hint_.clear();
+        } else {
+            address = seeds_[next_seed_++ % seeds_.size()];
+        }
+        auto conn = std::make_shared<Conn>(io_, address);
+        active_ = conn;
+        conns_.insert(conn);
+        set_info(conn->address, std::nullopt);
+        if (opts_.say_hello) queue_hello(conn);
+        std::deque<PendingPtr> waiting;
+        waiting.swap(waiting_);
+        for (auto& p : waiting) dispatch(p);
+        open(conn);
+    }
+
+    void retire_active() {
+        if (!active_) return;
+        ConnPtr old = std::move(active_);
+        active_.reset();
+        old->retired = true;
+        if (old->inflight == 0) close_conn(old, "retired");
+    }
+
+    void queue_hello(const ConnPtr& conn) {
+        HelloRequest hello;
+        hello.token = opts_.token;
+        if (auto s = sessions_.find(conn->address); s != sessions_.end()) hello.session = s->second;
+        auto p = std::make_shared<Pending>(io_);
+        p->id = next_id_.fetch_add(1);
+        p->op = HelloRequest::op;
+        p->pinned = true;
+        p->frame = encode_request(hello, p->id).value();
+        p->deadline = Clock::now() + opts_.connect_timeout + opts_.call_timeout;
+        std::weak_ptr<Conn> weak = conn;
+        p->complete = [this, weak](Result<ResponseFrame> r) {
+            ConnPtr c = weak.lock();
+            HelloResponse hello_out;
+            if (!c || !r.ok() || !r->ok || !decode_result(*r->map, &hello_out).ok()) return;
+            sessions_[c->address] = hello_out.session;
+            if (c == active_) set_info(c->address, hello_out.session);
+        };
+        pending_.emplace(p->id, p);
+        p->timer.expires_at(p->deadline);
+        p->timer.async_wait([this, p](const boost::system::error_code& ec) {
+            if (!ec) on_deadline(p);
+        });
+        p->conn = conn;
+        ++conn->inflight;
+        conn->outbox.push_front(p);
+    }
+
+    void open(const ConnPtr& conn) {
+        auto hp = parse_address(conn->address);
+        if (!hp.ok()) return connect_failed(conn, hp.error().message);
+        conn->connect_timer.expires_after(opts_.connect_timeout);
+        conn->connect_timer.async_wait([this, conn](const boost::system::error_code& ec) {
+            if (!ec && conn->state == Conn::State::connecting) {
+                connect_failed(conn, "connect to " + conn->address + " timed out");
+            }
+        });
+        conn->resolver.async_resolve(
+            hp->first, hp->second,
+            [this, conn](const boost::system::error_code& ec, tcp::resolver::results_type eps) {
+                if (conn->state != Conn::State::connecting) return;
+                if (ec) return connect_failed(conn, conn->address + ": " + ec.message());
+                asio::async_connect(conn->socket, eps,
+                                    [this, conn](const boost::system::error_code& ec2,
+                                                 const tcp::endpoint&) {
+                                        if (conn->state != Conn::State::connecting) return;
+                                        if (ec2) {
+                                            return connect_failed(
+                                                conn, conn->address + ": " + ec2.message());
+                                        }
+                                        connected(conn);
+                                    });
+            });
+    }
+
+    void connected(const ConnPtr& conn) {
+        conn->state = Conn::State::open;
+        conn->connect_timer.cancel();
+        boost::system::error_code ignored;
+        conn->socket.set_option(tcp::no_delay(true), ignored);
+        failures_in_round_ = 0;
+        backoff_ = milliseconds(0);
+        read_header(conn);
+        flush(conn);
+    }
+
+    void connect_failed(const ConnPtr& conn, std::string why) {
+        last_connect_error_ = why;
+        ++failures_in_round_;
+        close_conn(conn, std::move(why));
+    }
+
+    // Batches everything queued into one write; frames are owned by their Pending.
+    void flush(const ConnPtr& conn) {
+        if (conn->write_busy || conn->state != Conn::State::open) return;
+        std::vector<asio::const_buffer> buffers;
+        while (!conn->outbox.empty()) {
+            PendingPtr p = std::move(conn->outbox.front());
+            conn->outbox.pop_front();
+            if (p->done || p->conn != conn) continue;
+            buffers.emplace_back(asio::buffer(p->frame));
+            conn->writing.push_back(std::move(p));
+        }
+        if (buffers.empty()) return;
+        for (auto& p : conn->writing) p->written = true;
+        conn->write_busy = true;
+        asio::async_write(conn->socket, buffers,
+                          [this, conn](const boost::system::error_code& ec, std::size_t) {
+                              conn->write_busy = false;
+                              conn->writing.clear();
+                              if (conn->state != Conn::State::open) return;
+                              if (ec) return close_conn(conn, "write: " + ec.message());
+                              flush(conn);
+                          });
+    }
+
+    void read_header(const ConnPtr& conn) {
+        asio::async_read(conn->socket, asio::buffer(conn->header),
+                         [this, conn](const boost::system::error_code& ec, std::size_t) {
+                             if (conn->state != Conn::State::open) return;
+                             if (ec) return close_conn(conn, "read: " + ec.message());
+                             const uint32_t len = read_frame_length(conn->header);
+                             if (len == 0 || len > opts_.max_frame_bytes) {
+                                 return close_conn(conn, "server sent a frame of " +
+                                                             std::to_string(len) + " bytes");
+                             }
+                             conn->body.resize(len);
+                             read_body(conn);
+                         });
+    }
+
+    void read_body(const ConnPtr& conn) {
+        asio::async_read(conn->socket, asio::buffer(conn->body),
+                         [this, conn](const boost::system::error_code& ec, std::size_t) {
+                             if (conn->state != Conn::State::open) return;
+                             if (ec) return close_conn(conn, "read: " + ec.message());
+                             DecodeLimits limits;
+                             limits.max_frame_bytes = opts_.max_frame_bytes;
+                             auto frame = decode_response(conn->body, limits);
+                             // An undecodable frame cannot be matched to its request, so
+                             // the stream is no longer trusted.
+                             if (!frame.ok()) return close_conn(conn, frame.error().message);
+                             on_response(conn, std::move(frame).value());
+                             if (conn->state == Conn::State::open) read_header(conn);
+                         });
+    }
+
+    // Closes conn and settles what was on it: unsent and safe requests go again,
+    // anything else completes with unavailable.
+    void close_conn(const ConnPtr& conn, std::string why) {
+        if (conn->state == Conn::State::closed) return;
+        const bool was_open = conn->state == Conn::State::open;
+        conn->state = Conn::State::closed;
+        boost::system::error_code ignored;
+        conn->socket.close(ignored);
+        conn->resolver.cancel();
+        conn->connect_timer.cancel();
+        conn->outbox.clear();
+        conns_.erase(conn);
+        if (active_ == conn) {
+            active_.reset();
+            set_info("", std::nullopt);
+        }
+        if (!conn->server_error.empty()) why += "; server said " + conn->server_error;
+        std::vector<PendingPtr> again;
+        std::vector<PendingPtr> lost;
+        for (auto& [id, p] : pending_) {
+            if (p->conn != conn) continue;
+            if (p->pinned || (p->written && !p->resend_ok)) {
+                lost.push_back(p);
+            } else {
+                again.push_back(p);
+            }
+        }
+        for (auto& p : lost) {
+            finish(p, Error(Code::unavailable, "connection to " + conn->address + " lost (" + why +
+                                                   "); " + std::string(p->op) +
+                                                   " may or may not have been applied"));
+        }
+        for (auto& p : again) detach(p);
+        if (shutting_down_) return;
+        if (!was_open && failures_in_round_ >= seeds_.size() && !again.empty()) {
+            arm_backoff();
+        }
+        for (auto& p : again) dispatch(p);
+    }
+
+    void arm_backoff() {
+        if (backoff_armed_) return;
+        backoff_ = std::min(kBackoffMax, std::max(kRedirectBackoffMin, backoff_ * 2));
+        backoff_armed_ = true;
+        failures_in_round_ = 0;
+        backoff_timer_.expires_after(backoff_);
+        backoff_timer_.async_wait([this](const boost::system::error_code& ec) {
+            backoff_armed_ = false;
+            if (ec || shutting_down_ || waiting_.empty()) return;
+            std::deque<PendingPtr> waiting;
+            waiting.swap(waiting_);
+            for (auto& p : waiting) dispatch(p);
+        });
+    }
+
+    void shutdown() {
+        shutting_down_ = true;
+        backoff_timer_.cancel();
+        std::vector<PendingPtr> all;
+        for (auto& [id, p] : pending_) all.push_back(p);
+        for (auto& p : waiting_) all.push_back(p);
+        waiting_.clear();
+        for (auto& p : all) finish(p, Error(Code::unavailable, "client is closing"));
+        std::vector<ConnPtr> conns(conns_.begin(), conns_.end());
+        for (auto& c : conns) close_conn(c, "client is closing");
+    }
+
+    void set_info(const std::string& address, std::optional<uint64_t> session) {
+        std::lock_guard<std::mutex> lock(info_mu_);
+        info_address_ = address;
+        info_session_ = session;
+    }
+
+    ClientOptions opts_;
+    std::vector<std::string> seeds_;
+    std::string config_error_;
+    asio::io_context io_;
+    asio::executor_work_guard<asio::io_context::executor_type> guard_;
+    std::thread thread_;
+    std::thread::id io_thread_id_;
+    std::atomic<uint64_t> next_id_{1};
+
+    // Owned by the I/O thread.
+    std::unordered_map<uint64_t, PendingPtr> pending_;
+    std::deque<PendingPtr> waiting_;  // no connection to queue on (backoff)
+    std::unordered_set<ConnPtr> conns_;
+    ConnPtr active_;
+    std::string leader_hint_;
+    std::size_t next_seed_ = 0;
+    std::size_t failures_in_round_ = 0;
+    milliseconds backoff_{0};
+    bool backoff_armed_ = false;
+    asio::steady_timer backoff_timer_{io_};
+    std::unordered_map<std::string, uint64_t> sessions_;  // address -> our session there
+    std::string last_connect_error_;
+    bool shutting_down_ = false;
+
+    mutable std::mutex info_mu_;  // guards info_address_, info_session_
+    std::string info_address_;
+    std::optional<uint64_t> info_session_;
+};
+
+Client::Client(ClientOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+Client::~Client() = default;
+
+bool Client::on_io_thread() const { return impl_->on_io_thread(); }
+std::string Client::current_address() const { return impl_->current_address(); }
+std::optional<uint64_t> Client::current_session() const { return impl_->current_session(); }
+
+#define DUEQ_ASYNC(Req)                                                          \
+    void Client::async(const Req& req, Callback<ResponseOfT<Req>> done, CallOptions opts) { \
+        impl_->submit(req, std::move(done), opts);                               \
+    }
+DUEQ_ASYNC(PingRequest)
+DUEQ_ASYNC(HelloRequest)
+DUEQ_ASYNC(DeclareRequest)
+DUEQ_ASYNC(PutRequest)
+DUEQ_ASYNC(GetRequest)
+DUEQ_ASYNC(DeleteRequest)
+DUEQ_ASYNC(TouchRequest)
+DUEQ_ASYNC(AckRequest)
+DUEQ_ASYNC(ReleaseRequest)
+DUEQ_ASYNC(BuryRequest)
+DUEQ_ASYNC(KickRequest)
+DUEQ_ASYNC(StatsRequest)
+DUEQ_ASYNC(StatusRequest)
+#undef DUEQ_ASYNC
+
+void Client::async(const TakeRequest& req, Callback<TakeResponse> done, CallOptions opts) {
+    impl_->submit(req, std::move(done), opts, milliseconds(std::max<int64_t>(0, req.timeout_ms.value_or(0))));
+}
+
+}  // namespace dueq::client

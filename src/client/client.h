@@ -1,0 +1,187 @@
+// dueq::client::Client — a connection to a dueq cluster (docs/protocol.md).
+//
+// Threads. A Client owns one boost::asio::io_context and one I/O thread, started in the
+// constructor and joined in the destructor. Every public method is thread-safe and may
+// be called from any thread except the I/O thread itself. Callbacks given to async()
+// run on the I/O thread: keep them short and never call a blocking method of the same
+// Client from one (it returns `internal` instead of deadlocking).
+//
+// Pipelining. Requests go out on one connection as soon as they are submitted, without
+// waiting for earlier answers; responses are matched by id, in whatever order they
+// come. A blocking take (timeout_ms > 0) therefore never holds up other calls.
+//
+// Timeouts. Every call has a deadline: CallOptions::timeout, else
+// ClientOptions::call_timeout; a take adds its own timeout_ms on top, so the server's
+// empty answer arrives before the client gives up. At the deadline the call completes
+// with `timeout` if the request was written to a server (it may or may not have been
+// applied) or `unavailable` if no server could be reached in time. A reply that comes
+// after the deadline is dropped; for a take this means the tasks it handed out are
+// lost to this client and come back when their ttr runs out.
+//
+// Redirects. A `not_leader` refusal means the op was not applied, so every op is
+// retried: on the leader named in error.leader (the client connects there, and the old
+// connection closes once its in-flight calls are answered), or, when no leader is
+// named, on the next seed after a short backoff (50 ms doubling to 1 s). At most
+// ClientOptions::max_redirects times per call, and never past the call's deadline;
+// then the not_leader error is returned.
+//
+// Broken connections. When a connection fails, the client reconnects to the next
+// seed (round robin, backoff after a full round of failures). What was in flight is:
+//   - resent automatically if it is always safe to resend: ping, hello, get, stats,
+//     status, declare (declare sets settings to given values; repeating it is a no-op);
+//   - resent automatically if it was never written to the socket;
+//   - resent if the caller set CallOptions::resend_on_reconnect (the caller accepts that
+//     a put/delete/ack/release/bury/kick/touch/take may then be applied twice, or a take
+//     may lease tasks that nobody receives until their ttr runs out);
+//   - otherwise completed with `unavailable` ("... may or may not have been applied").
+// Server errors other than not_leader (no_quorum, timeout, unavailable, ...) are
+// returned as they are: whether to retry those is the caller's decision.
+//
+// Sessions. The server treats each connection as a session; tasks taken with
+// release_on_disconnect go back to ready some time (session_grace_ms) after it closes.
+// When ClientOptions::say_hello is set (the default) the client sends `hello` first on
+// every connection, and on reconnecting to an address where it had a session it asks to
+// resume that session, so a brief disconnect does not lose its leases. It never offers
+// a session id to a different address (ids are only meaningful to the node that issued
+// them). An explicit hello() is passed through unchanged.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "client/messages.h"
+#include "client/status.h"
+
+namespace dueq::client {
+
+struct ClientOptions {
+    // "host:port" or "[v6addr]:port"; tried in order, then round robin.
+    std::vector<std::string> seeds = {"127.0.0.1:7700"};
+    std::chrono::milliseconds call_timeout{5000};
+    std::chrono::milliseconds connect_timeout{2000};
+    int max_redirects = 5;
+    bool say_hello = true;
+    std::optional<std::string> token;  // sent in the automatic hello
+    // Responses larger than this close the connection (a server never sends one).
+    std::size_t max_frame_bytes = 16u << 20;
+};
+
+struct CallOptions {
+    std::optional<std::chrono::milliseconds> timeout;  // default: ClientOptions::call_timeout
+    bool resend_on_reconnect = false;  // see "Broken connections" above
+};
+
+template <class T>
+using Callback = std::function<void(Result<T>)>;
+
+template <class Req>
+struct ResponseOf;
+template <> struct ResponseOf<PingRequest> { using type = PingResponse; };
+template <> struct ResponseOf<HelloRequest> { using type = HelloResponse; };
+template <> struct ResponseOf<DeclareRequest> { using type = DeclareResponse; };
+template <> struct ResponseOf<PutRequest> { using type = PutResponse; };
+template <> struct ResponseOf<GetRequest> { using type = GetResponse; };
+template <> struct ResponseOf<DeleteRequest> { using type = DeleteResponse; };
+template <> struct ResponseOf<TakeRequest> { using type = TakeResponse; };
+template <> struct ResponseOf<TouchRequest> { using type = TouchResponse; };
+template <> struct ResponseOf<AckRequest> { using type = AckResponse; };
+template <> struct ResponseOf<ReleaseRequest> { using type = ReleaseResponse; };
+template <> struct ResponseOf<BuryRequest> { using type = BuryResponse; };
+template <> struct ResponseOf<KickRequest> { using type = KickResponse; };
+template <> struct ResponseOf<StatsRequest> { using type = StatsResponse; };
+template <> struct ResponseOf<StatusRequest> { using type = StatusResponse; };
+template <class Req>
+using ResponseOfT = typename ResponseOf<Req>::type;
+
+// Splits "host:port" / "[v6]:port". Error: bad_request.
+Result<std::pair<std::string, std::string>> parse_address(const std::string& address);
+
+class Client {
+public:
+    // Never blocks and never fails: connecting happens on the first call. Seeds that do
+    // not parse make every call fail with bad_request.
+    explicit Client(ClientOptions options = {});
+    // Completes every outstanding call with `unavailable`, closes the connections and
+    // joins the I/O thread. Must not run on the I/O thread (i.e. not in a callback).
+    ~Client();
+    Client(const Client&) = delete;
+    Client& operator=(const Client&) = delete;
+
+    // Submit a request; `done` is called exactly once, on the I/O thread.
+    void async(const PingRequest& req, Callback<PingResponse> done, CallOptions opts = {});
+    void async(const HelloRequest& req, Callback<HelloResponse> done, CallOptions opts = {});
+    void async(const DeclareRequest& req, Callback<DeclareResponse> done, CallOptions opts = {});
+    void async(const PutRequest& req, Callback<PutResponse> done, CallOptions opts = {});
+    void async(const GetRequest& req, Callback<GetResponse> done, CallOptions opts = {});
+    void async(const DeleteRequest& req, Callback<DeleteResponse> done, CallOptions opts = {});
+    void async(const TakeRequest& req, Callback<TakeResponse> done, CallOptions opts = {});
+    void async(const TouchRequest& req, Callback<TouchResponse> done, CallOptions opts = {});
+    void async(const AckRequest& req, Callback<AckResponse> done, CallOptions opts = {});
+    void async(const ReleaseRequest& req, Callback<ReleaseResponse> done, CallOptions opts = {});
+    void async(const BuryRequest& req, Callback<BuryResponse> done, CallOptions opts = {});
+    void async(const KickRequest& req, Callback<KickResponse> done, CallOptions opts = {});
+    void async(const StatsRequest& req, Callback<StatsResponse> done, CallOptions opts = {});
+    void async(const StatusRequest& req, Callback<StatusResponse> done, CallOptions opts = {});
+
+    // Pipelining with futures: submit many, then get() them in any order.
+    template <class Req>
+    std::future<Result<ResponseOfT<Req>>> call_async(const Req& req, CallOptions opts = {}) {
+        auto promise = std::make_shared<std::promise<Result<ResponseOfT<Req>>>>();
+        auto future = promise->get_future();
+        async(
+            req, [promise](Result<ResponseOfT<Req>> r) { promise->set_value(std::move(r)); },
+            opts);
+        return future;
+    }
+
+    // Blocks until the answer or the deadline.
+    template <class Req>
+    Result<ResponseOfT<Req>> call(const Req& req, CallOptions opts = {}) {
+        if (on_io_thread()) {
+            return Error(Code::internal, "blocking dueq call from a client callback");
+        }
+        return call_async(req, opts).get();
+    }
+
+    // Blocking shorthands, one per op.
+    Result<PingResponse> ping(CallOptions o = {}) { return call(PingRequest{}, o); }
+    Result<HelloResponse> hello(const HelloRequest& r, CallOptions o = {}) { return call(r, o); }
+    Result<DeclareResponse> declare(const DeclareRequest& r, CallOptions o = {}) {
+        return call(r, o);
+    }
+    Result<PutResponse> put(const PutRequest& r, CallOptions o = {}) { return call(r, o); }
+    Result<GetResponse> get(const GetRequest& r, CallOptions o = {}) { return call(r, o); }
+    Result<DeleteResponse> del(const DeleteRequest& r, CallOptions o = {}) { return call(r, o); }
+    Result<TakeResponse> take(const TakeRequest& r, CallOptions o = {}) { return call(r, o); }
+    Result<TouchResponse> touch(const TouchRequest& r, CallOptions o = {}) { return call(r, o); }
+    Result<AckResponse> ack(const AckRequest& r, CallOptions o = {}) { return call(r, o); }
+    Result<ReleaseResponse> release(const ReleaseRequest& r, CallOptions o = {}) {
+        return call(r, o);
+    }
+    Result<BuryResponse> bury(const BuryRequest& r, CallOptions o = {}) { return call(r, o); }
+    Result<KickResponse> kick(const KickRequest& r, CallOptions o = {}) { return call(r, o); }
+    Result<StatsResponse> stats(const StatsRequest& r = {}, CallOptions o = {}) {
+        return call(r, o);
+    }
+    Result<StatusResponse> status(CallOptions o = {}) { return call(StatusRequest{}, o); }
+
+    // The address of the connection new requests go to ("" while none is open), and the
+    // session id its automatic hello got. For logs and tests; may be stale by return.
+    std::string current_address() const;
+    std::optional<uint64_t> current_session() const;
+
+    bool on_io_thread() const;
+
+private:
+    class Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dueq::client

@@ -1,0 +1,249 @@
+#include "client/codec.h"
+
+#include <limits>
+
+#include "client/msgpack_check.h"
+
+namespace dueq::client {
+namespace {
+
+using Packer = msgpack::packer<msgpack::sbuffer>;
+
+// Collects the fields of one request map; the map header needs the count up front.
+class RequestWriter {
+public:
+    RequestWriter(std::string_view op, uint64_t id) : pk_(fields_) {
+        str("op", op);
+        uint("id", id);
+    }
+
+    void str(std::string_view name, std::string_view value) {
+        key(name);
+        pk_.pack_str(static_cast<uint32_t>(value.size()));
+        pk_.pack_str_body(value.data(), static_cast<uint32_t>(value.size()));
+    }
+    void uint(std::string_view name, uint64_t value) {
+        key(name);
+        pk_.pack_uint64(value);
+    }
+    void int64(std::string_view name, int64_t value) {
+        key(name);
+        pk_.pack_int64(value);
+    }
+    void boolean(std::string_view name, bool value) {
+        key(name);
+        if (value) pk_.pack_true(); else pk_.pack_false();
+    }
+    void real(std::string_view name, double value) {
+        key(name);
+        pk_.pack_double(value);
+    }
+    // Keys are bytes: sent as str when they are valid UTF-8, as bin otherwise, so that a
+    // strict decoder on the other side never sees invalid UTF-8 in a str.
+    bool key_field(std::string_view name, std::string_view k) {
+        if (k.empty()) return false;
+        key(name);
+        if (valid_utf8(k)) {
+            pk_.pack_str(static_cast<uint32_t>(k.size()));
+            pk_.pack_str_body(k.data(), static_cast<uint32_t>(k.size()));
+        } else {
+            pk_.pack_bin(static_cast<uint32_t>(k.size()));
+            pk_.pack_bin_body(k.data(), static_cast<uint32_t>(k.size()));
+        }
+        return true;
+    }
+    // The payload is already msgpack: copied verbatim; empty means nil.
+    Status payload(std::string_view name, std::string_view bytes) {
+        if (bytes.empty()) {
+            key(name);
+            pk_.pack_nil();
+            return ok_status();
+        }
+        MsgpackLimits limits;
+        Status st = check_single_msgpack_value(bytes, limits);
+        if (!st.ok()) return Error(Code::bad_request, "payload: " + st.error().message);
+        key(name);
+        fields_.write(bytes.data(), bytes.size());
+        return ok_status();
+    }
+    void queue(std::string_view q) { str("queue", q.empty() ? kDefaultQueue : q); }
+
+    Result<std::string> finish() {
+        msgpack::sbuffer out;
+        out.write("\0\0\0\0", kFrameHeaderBytes);
+        Packer(out).pack_map(count_);
+        out.write(fields_.data(), fields_.size());
+        const std::size_t body = out.size() - kFrameHeaderBytes;
+        if (body > kDefaultMaxFrameBytes) {
+            return Error(Code::too_large, "request of " + std::to_string(body) +
+                                              " bytes exceeds the frame limit");
+        }
+        char* p = out.data();
+        p[0] = static_cast<char>((body >> 24) & 0xff);
+        p[1] = static_cast<char>((body >> 16) & 0xff);
+        p[2] = static_cast<char>((body >> 8) & 0xff);
+        p[3] = static_cast<char>(body & 0xff);
+        return std::string(out.data(), out.size());
+    }
+
+private:
+    void key(std::string_view name) {
+        ++count_;
+        pk_.pack_str(static_cast<uint32_t>(name.size()));
+        pk_.pack_str_body(name.data(), static_cast<uint32_t>(name.size()));
+    }
+    // Lead bytes only; overlong forms are not worth refusing here, this only picks str/bin.
+    static bool valid_utf8(std::string_view s) {
+        std::size_t i = 0;
+        while (i < s.size()) {
+            const auto c = static_cast<unsigned char>(s[i]);
+            std::size_t extra = 0;
+            if (c < 0x80) extra = 0;
+            else if (c >= 0xc2 && c <= 0xdf) extra = 1;
+            else if ((c & 0xf0) == 0xe0) extra = 2;
+            else if (c >= 0xf0 && c <= 0xf4) extra = 3;
+            else return false;
+            if (s.size() - i - 1 < extra) return false;
+            for (std::size_t j = 1; j <= extra; ++j) {
+                if ((static_cast<unsigned char>(s[i + j]) & 0xc0) != 0x80) return false;
+            }
+            i += extra + 1;
+        }
+        return true;
+    }
+
+    msgpack::sbuffer fields_;
+    Packer pk_;
+    uint32_t count_ = 0;
+};
+
+Error empty_key() { return Error(Code::bad_request, "key must not be empty"); }
+
+template <class T>
+void opt_int(RequestWriter& w, std::string_view name, const std::optional<T>& v) {
+    if (v) w.int64(name, static_cast<int64_t>(*v));
+}
+
+}  // namespace
+
+Result<std::string> encode_request(const PingRequest&, uint64_t id) {
+    return RequestWriter(PingRequest::op, id).finish();
+}
+
+Result<std::string> encode_request(const HelloRequest& req, uint64_t id) {
+    RequestWriter w(HelloRequest::op, id);
+    if (req.session) w.uint("session", *req.session);
+    if (req.token) w.str("token", *req.token);
+    return w.finish();
+}
+
+Result<std::string> encode_request(const DeclareRequest& req, uint64_t id) {
+    RequestWriter w(DeclareRequest::op, id);
+    w.queue(req.queue);
+    opt_int(w, "lead_ms", req.lead_ms);
+    opt_int(w, "ttr_ms", req.ttr_ms);
+    opt_int(w, "max_attempts", req.max_attempts);
+    opt_int(w, "retention_ms", req.retention_ms);
+    if (req.late_share) w.real("late_share", *req.late_share);
+    return w.finish();
+}
+
+Result<std::string> encode_request(const PutRequest& req, uint64_t id) {
+    RequestWriter w(PutRequest::op, id);
+    w.queue(req.queue);
+    if (!w.key_field("key", req.key)) return empty_key();
+    if (Status st = w.payload("payload", req.payload); !st.ok()) return st.error();
+    opt_int(w, "time", req.time);
+    if (req.mode) w.str("mode", put_mode_name(*req.mode));
+    return w.finish();
+}
+
+Result<std::string> encode_request(const GetRequest& req, uint64_t id) {
+    RequestWriter w(GetRequest::op, id);
+    w.queue(req.queue);
+    if (!w.key_field("key", req.key)) return empty_key();
+    if (req.consistency) w.str("consistency", *req.consistency);
+    return w.finish();
+}
+
+Result<std::string> encode_request(const DeleteRequest& req, uint64_t id) {
+    RequestWriter w(DeleteRequest::op, id);
+    w.queue(req.queue);
+    if (!w.key_field("key", req.key)) return empty_key();
+    return w.finish();
+}
+
+Result<std::string> encode_request(const TakeRequest& req, uint64_t id) {
+    RequestWriter w(TakeRequest::op, id);
+    w.queue(req.queue);
+    if (req.count) {
+        if (*req.count == 0) return Error(Code::bad_request, "count must be at least 1");
+        w.uint("count", *req.count);
+    }
+    opt_int(w, "timeout_ms", req.timeout_ms);
+    opt_int(w, "ttr_ms", req.ttr_ms);
+    if (req.release_on_disconnect) w.boolean("release_on_disconnect", *req.release_on_disconnect);
+    return w.finish();
+}
+
+Result<std::string> encode_request(const TouchRequest& req, uint64_t id) {
+    RequestWriter w(TouchRequest::op, id);
+    w.queue(req.queue);
+    if (!w.key_field("key", req.key)) return empty_key();
+    w.uint("lease", req.lease);
+    opt_int(w, "ttr_ms", req.ttr_ms);
+    return w.finish();
+}
+
+Result<std::string> encode_request(const AckRequest& req, uint64_t id) {
+    RequestWriter w(AckRequest::op, id);
+    w.queue(req.queue);
+    if (!w.key_field("key", req.key)) return empty_key();
+    w.uint("lease", req.lease);
+    if (req.payload) {
+        if (Status st = w.payload("payload", *req.payload); !st.ok()) return st.error();
+    }
+    opt_int(w, "time", req.time);
+    return w.finish();
+}
+
+Result<std::string> encode_request(const ReleaseRequest& req, uint64_t id) {
+    RequestWriter w(ReleaseRequest::op, id);
+    w.queue(req.queue);
+    if (!w.key_field("key", req.key)) return empty_key();
+    w.uint("lease", req.lease);
+    opt_int(w, "delay_ms", req.delay_ms);
+    return w.finish();
+}
+
+Result<std::string> encode_request(const BuryRequest& req, uint64_t id) {
+    RequestWriter w(BuryRequest::op, id);
+    w.queue(req.queue);
+    if (!w.key_field("key", req.key)) return empty_key();
+    w.uint("lease", req.lease);
+    return w.finish();
+}
+
+Result<std::string> encode_request(const KickRequest& req, uint64_t id) {
+    RequestWriter w(KickRequest::op, id);
+    w.queue(req.queue);
+    if (req.count == 0) return Error(Code::bad_request, "count must be at least 1");
+    w.uint("count", req.count);
+    return w.finish();
+}
+
+Result<std::string> encode_request(const StatsRequest& req, uint64_t id) {
+    RequestWriter w(StatsRequest::op, id);
+    if (req.queue) w.str("queue", *req.queue);
+    return w.finish();
+}
+
+Result<std::string> encode_request(const StatusRequest&, uint64_t id) {
+    return RequestWriter(StatusRequest::op, id).finish();
+}
+
+uint32_t read_frame_length(const unsigned char h[kFrameHeaderBytes]) {
+    return (uint32_t{h[0]} << 24) | (uint32_t{h[1]} << 16) | (uint32_t{h[2]} << 8) | h[3];
+}
+
+}  // namespace dueq::client

@@ -1,0 +1,77 @@
+// Request encoding and response decoding for the client protocol (docs/protocol.md).
+// Pure functions: no I/O, no clock; used by Client and directly by the tests.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include <msgpack.hpp>
+
+#include "client/messages.h"
+#include "client/status.h"
+
+namespace dueq::client {
+
+inline constexpr std::size_t kFrameHeaderBytes = 4;
+inline constexpr std::size_t kDefaultMaxFrameBytes = 16u << 20;
+
+struct DecodeLimits {
+    std::size_t max_frame_bytes = kDefaultMaxFrameBytes;
+    // The server caps payload nesting at 32; the response envelope adds a few levels.
+    std::size_t max_depth = 40;
+};
+
+// Each returns a whole frame (4-byte big-endian length + one msgpack map) carrying `id`.
+// Errors: bad_request for an empty key or a payload that is not exactly one well-formed
+// msgpack value; too_large for a frame over kDefaultMaxFrameBytes. Other limits (key
+// length, take count, payload size) are the server's to enforce, since they are config.
+Result<std::string> encode_request(const PingRequest& req, uint64_t id);
+Result<std::string> encode_request(const HelloRequest& req, uint64_t id);
+Result<std::string> encode_request(const DeclareRequest& req, uint64_t id);
+Result<std::string> encode_request(const PutRequest& req, uint64_t id);
+Result<std::string> encode_request(const GetRequest& req, uint64_t id);
+Result<std::string> encode_request(const DeleteRequest& req, uint64_t id);
+Result<std::string> encode_request(const TakeRequest& req, uint64_t id);
+Result<std::string> encode_request(const TouchRequest& req, uint64_t id);
+Result<std::string> encode_request(const AckRequest& req, uint64_t id);
+Result<std::string> encode_request(const ReleaseRequest& req, uint64_t id);
+Result<std::string> encode_request(const BuryRequest& req, uint64_t id);
+Result<std::string> encode_request(const KickRequest& req, uint64_t id);
+Result<std::string> encode_request(const StatsRequest& req, uint64_t id);
+Result<std::string> encode_request(const StatusRequest& req, uint64_t id);
+
+// Reads the 4-byte big-endian length at the start of a frame.
+uint32_t read_frame_length(const unsigned char header[kFrameHeaderBytes]);
+
+// One decoded response frame. `map` points into the object owned by `handle`.
+struct ResponseFrame {
+    uint64_t id = 0;
+    bool ok = false;
+    Error error;  // meaningful when !ok
+    std::shared_ptr<msgpack::object_handle> handle;
+    const msgpack::object* map = nullptr;
+};
+
+// Decodes a frame body (the bytes after the length). The body is bounds-checked
+// (client/msgpack_check.h) before msgpack-c sees it. Errors: too_large (body over
+// max_frame_bytes), internal (not a msgpack map, no id, no ok, malformed error object).
+Result<ResponseFrame> decode_response(std::string_view body, const DecodeLimits& limits = {});
+
+// Extract the typed result of an ok:true response. Errors: internal, naming the field that
+// is missing or has the wrong type. Unknown fields are ignored.
+Status decode_result(const msgpack::object& map, Empty* out);
+Status decode_result(const msgpack::object& map, HelloResponse* out);
+Status decode_result(const msgpack::object& map, DeclareResponse* out);
+Status decode_result(const msgpack::object& map, PutResponse* out);
+Status decode_result(const msgpack::object& map, GetResponse* out);
+Status decode_result(const msgpack::object& map, TakeResponse* out);
+Status decode_result(const msgpack::object& map, TouchResponse* out);
+Status decode_result(const msgpack::object& map, AckResponse* out);
+Status decode_result(const msgpack::object& map, KickResponse* out);
+Status decode_result(const msgpack::object& map, StatsResponse* out);
+Status decode_result(const msgpack::object& map, StatusResponse* out);
+
+}  // namespace dueq::client

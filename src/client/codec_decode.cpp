@@ -1,0 +1,288 @@
+// Response decoding: the envelope, then one typed extractor per result shape.
+#include <limits>
+
+#include "client/codec.h"
+#include "client/msgpack_check.h"
+
+namespace dueq::client {
+namespace {
+
+Error bad(std::string_view what) {
+    return Error(Code::internal, "malformed response: " + std::string(what));
+}
+
+bool key_is(const msgpack::object& k, std::string_view name) {
+    return k.type == msgpack::type::STR && std::string_view(k.via.str.ptr, k.via.str.size) == name;
+}
+
+// nullptr when absent or nil: optional fields may be sent either way.
+const msgpack::object* find(const msgpack::object& map, std::string_view name) {
+    if (map.type != msgpack::type::MAP) return nullptr;
+    for (uint32_t i = 0; i < map.via.map.size; ++i) {
+        const auto& kv = map.via.map.ptr[i];
+        if (key_is(kv.key, name)) return kv.val.type == msgpack::type::NIL ? nullptr : &kv.val;
+    }
+    return nullptr;
+}
+
+Status get_u64(const msgpack::object& map, std::string_view name, uint64_t* out, bool required) {
+    const msgpack::object* v = find(map, name);
+    if (!v) return required ? Status(bad("missing '" + std::string(name) + "'")) : ok_status();
+    if (v->type != msgpack::type::POSITIVE_INTEGER) {
+        return bad("'" + std::string(name) + "' is not an unsigned integer");
+    }
+    *out = v->via.u64;
+    return ok_status();
+}
+
+Status get_i64(const msgpack::object& map, std::string_view name, int64_t* out, bool required) {
+    const msgpack::object* v = find(map, name);
+    if (!v) return required ? Status(bad("missing '" + std::string(name) + "'")) : ok_status();
+    if (v->type == msgpack::type::NEGATIVE_INTEGER) {
+        *out = v->via.i64;
+    } else if (v->type == msgpack::type::POSITIVE_INTEGER &&
+               v->via.u64 <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+        *out = static_cast<int64_t>(v->via.u64);
+    } else {
+        return bad("'" + std::string(name) + "' is not an int64");
+    }
+    return ok_status();
+}
+
+Status get_opt_i64(const msgpack::object& map, std::string_view name, std::optional<int64_t>* out) {
+    if (!find(map, name)) return ok_status();
+    int64_t v = 0;
+    if (Status st = get_i64(map, name, &v, true); !st.ok()) return st;
+    *out = v;
+    return ok_status();
+}
+
+Status get_double(const msgpack::object& map, std::string_view name, double* out) {
+    const msgpack::object* v = find(map, name);
+    if (!v) return ok_status();
+    switch (v->type) {
+        case msgpack::type::FLOAT32:
+        case msgpack::type::FLOAT64: *out = v->via.f64; break;
+        case msgpack::type::POSITIVE_INTEGER: *out = static_cast<double>(v->via.u64); break;
+        case msgpack::type::NEGATIVE_INTEGER: *out = static_cast<double>(v->via.i64); break;
+        default: return bad("'" + std::string(name) + "' is not a number");
+    }
+    return ok_status();
+}
+
+// Keys and other byte strings arrive as str or bin.
+Status get_bytes(const msgpack::object& map, std::string_view name, std::string* out,
+                 bool required) {
+    const msgpack::object* v = find(map, name);
+    if (!v) return required ? Status(bad("missing '" + std::string(name) + "'")) : ok_status();
+    if (v->type == msgpack::type::STR) {
+        out->assign(v->via.str.ptr, v->via.str.size);
+    } else if (v->type == msgpack::type::BIN) {
+        out->assign(v->via.bin.ptr, v->via.bin.size);
+    } else {
+        return bad("'" + std::string(name) + "' is not a string");
+    }
+    return ok_status();
+}
+
+// Like get_bytes, but an integer is accepted and rendered in decimal: node ids are names
+// for humans and a server may well number its nodes.
+Status get_text(const msgpack::object& map, std::string_view name, std::string* out) {
+    const msgpack::object* v = find(map, name);
+    if (v && v->type == msgpack::type::POSITIVE_INTEGER) {
+        *out = std::to_string(v->via.u64);
+        return ok_status();
+    }
+    return get_bytes(map, name, out, false);
+}
+
+std::string repack(const msgpack::object& obj) {
+    msgpack::sbuffer buf;
+    msgpack::pack(buf, obj);
+    return std::string(buf.data(), buf.size());
+}
+
+// The payload is any msgpack value (nil included), re-encoded as bytes for the caller.
+Status get_payload(const msgpack::object& map, std::string_view name, std::string* out) {
+    if (map.type != msgpack::type::MAP) return bad("result is not a map");
+    for (uint32_t i = 0; i < map.via.map.size; ++i) {
+        const auto& kv = map.via.map.ptr[i];
+        if (key_is(kv.key, name)) {
+            *out = repack(kv.val);
+            return ok_status();
+        }
+    }
+    return bad("missing '" + std::string(name) + "'");
+}
+
+#define DUEQ_TRY(expr)                       \
+    do {                                     \
+        ::dueq::client::Status st_ = (expr); \
+        if (!st_.ok()) return st_;           \
+    } while (0)
+
+Status decode_error(const msgpack::object& map, Error* out) {
+    const msgpack::object* e = find(map, "error");
+    if (!e || e->type != msgpack::type::MAP) return bad("ok:false without an error map");
+    std::string code;
+    DUEQ_TRY(get_bytes(*e, "code", &code, true));
+    DUEQ_TRY(get_bytes(*e, "message", &out->message, false));
+    DUEQ_TRY(get_bytes(*e, "leader", &out->leader, false));
+    out->code = code_from_name(code);
+    out->code_name = code;
+    return ok_status();
+}
+
+Status decode_task(const msgpack::object& t, Task* out) {
+    if (t.type != msgpack::type::MAP) return bad("task is not a map");
+    DUEQ_TRY(get_bytes(t, "key", &out->key, true));
+    DUEQ_TRY(get_payload(t, "payload", &out->payload));
+    DUEQ_TRY(get_i64(t, "time", &out->time, true));
+    DUEQ_TRY(get_u64(t, "lease", &out->lease, true));
+    DUEQ_TRY(get_i64(t, "lease_until", &out->lease_until, false));
+    DUEQ_TRY(get_u64(t, "attempts", &out->attempts, false));
+    return ok_status();
+}
+
+Status decode_queue_stats(const msgpack::object& m, QueueStats* out) {
+    if (m.type != msgpack::type::MAP) return bad("queue stats is not a map");
+    DUEQ_TRY(get_bytes(m, "queue", &out->queue, false));
+    DUEQ_TRY(get_u64(m, "ready", &out->ready, false));
+    DUEQ_TRY(get_u64(m, "taken", &out->taken, false));
+    DUEQ_TRY(get_u64(m, "buried", &out->buried, false));
+    DUEQ_TRY(get_u64(m, "done", &out->done, false));
+    DUEQ_TRY(get_u64(m, "due_now", &out->due_now, false));
+    DUEQ_TRY(get_opt_i64(m, "next_due", &out->next_due));
+    DUEQ_TRY(get_opt_i64(m, "oldest_late", &out->oldest_late));
+    return ok_status();
+}
+
+}  // namespace
+
+Result<ResponseFrame> decode_response(std::string_view body, const DecodeLimits& limits) {
+    if (body.size() > limits.max_frame_bytes) {
+        return Error(Code::too_large, "response frame of " + std::to_string(body.size()) +
+                                          " bytes exceeds the limit");
+    }
+    MsgpackLimits check_limits;
+    check_limits.max_depth = limits.max_depth;
+    if (Status st = check_single_msgpack_value(body, check_limits); !st.ok()) {
+        return bad(st.error().message);
+    }
+    if (body.empty() || !((static_cast<unsigned char>(body[0]) & 0xf0) == 0x80 ||
+                          body[0] == '\xde' || body[0] == '\xdf')) {
+        return bad("frame is not a msgpack map");
+    }
+    ResponseFrame frame;
+    try {
+        // The check above bounds every count by the body size; the limit is a backstop.
+        const msgpack::unpack_limit cap(body.size(), body.size(), body.size(), body.size(),
+                                        body.size(), limits.max_depth + 1);
+        frame.handle = std::make_shared<msgpack::object_handle>(
+            msgpack::unpack(body.data(), body.size(), nullptr, nullptr, cap));
+    } catch (const std::exception& e) {
+        return bad(e.what());
+    }
+    const msgpack::object& map = frame.handle->get();
+    frame.map = &map;
+    if (Status st = get_u64(map, "id", &frame.id, true); !st.ok()) return st.error();
+    const msgpack::object* ok = find(map, "ok");
+    if (!ok || ok->type != msgpack::type::BOOLEAN) return bad("missing boolean 'ok'");
+    frame.ok = ok->via.boolean;
+    if (!frame.ok) {
+        if (Status st = decode_error(map, &frame.error); !st.ok()) return st.error();
+    }
+    return frame;
+}
+
+Status decode_result(const msgpack::object&, Empty*) { return ok_status(); }
+
+Status decode_result(const msgpack::object& map, HelloResponse* out) {
+    DUEQ_TRY(get_u64(map, "session", &out->session, true));
+    DUEQ_TRY(get_text(map, "node_id", &out->node_id));
+    DUEQ_TRY(get_bytes(map, "leader", &out->leader, false));
+    DUEQ_TRY(get_i64(map, "protocol", &out->protocol, false));
+    return ok_status();
+}
+
+Status decode_result(const msgpack::object& map, DeclareResponse* out) {
+    const msgpack::object* s = find(map, "settings");
+    if (!s || s->type != msgpack::type::MAP) return bad("missing map 'settings'");
+    QueueSettings& q = out->settings;
+    DUEQ_TRY(get_i64(*s, "lead_ms", &q.lead_ms, false));
+    DUEQ_TRY(get_i64(*s, "ttr_ms", &q.ttr_ms, false));
+    DUEQ_TRY(get_i64(*s, "max_attempts", &q.max_attempts, false));
+    DUEQ_TRY(get_i64(*s, "retention_ms", &q.retention_ms, false));
+    DUEQ_TRY(get_double(*s, "late_share", &q.late_share));
+    return ok_status();
+}
+
+Status decode_result(const msgpack::object& map, PutResponse* out) {
+    return get_u64(map, "version", &out->version, true);
+}
+
+Status decode_result(const msgpack::object& map, GetResponse* out) {
+    const msgpack::object* t = find(map, "task");
+    if (!t || t->type != msgpack::type::MAP) return bad("missing map 'task'");
+    TaskInfo& task = out->task;
+    DUEQ_TRY(get_bytes(*t, "key", &task.key, true));
+    DUEQ_TRY(get_payload(*t, "payload", &task.payload));
+    DUEQ_TRY(get_bytes(*t, "status", &task.status, true));
+    DUEQ_TRY(get_i64(*t, "time", &task.time, true));
+    DUEQ_TRY(get_u64(*t, "attempts", &task.attempts, false));
+    DUEQ_TRY(get_u64(*t, "version", &task.version, false));
+    DUEQ_TRY(get_opt_i64(*t, "lease_until", &task.lease_until));
+    return ok_status();
+}
+
+Status decode_result(const msgpack::object& map, TakeResponse* out) {
+    const msgpack::object* tasks = find(map, "tasks");
+    if (!tasks) return ok_status();  // an empty take may omit the array
+    if (tasks->type != msgpack::type::ARRAY) return bad("'tasks' is not an array");
+    out->tasks.resize(tasks->via.array.size);
+    for (uint32_t i = 0; i < tasks->via.array.size; ++i) {
+        DUEQ_TRY(decode_task(tasks->via.array.ptr[i], &out->tasks[i]));
+    }
+    return ok_status();
+}
+
+Status decode_result(const msgpack::object& map, TouchResponse* out) {
+    return get_i64(map, "lease_until", &out->lease_until, true);
+}
+
+Status decode_result(const msgpack::object& map, AckResponse* out) {
+    return get_u64(map, "version", &out->version, true);
+}
+
+Status decode_result(const msgpack::object& map, KickResponse* out) {
+    return get_u64(map, "kicked", &out->kicked, true);
+}
+
+Status decode_result(const msgpack::object& map, StatsResponse* out) {
+    out->raw = repack(map);
+    if (const msgpack::object* qs = find(map, "queues")) {
+        if (qs->type != msgpack::type::ARRAY) return bad("'queues' is not an array");
+        out->queues.resize(qs->via.array.size);
+        for (uint32_t i = 0; i < qs->via.array.size; ++i) {
+            DUEQ_TRY(decode_queue_stats(qs->via.array.ptr[i], &out->queues[i]));
+        }
+        return ok_status();
+    }
+    out->queues.resize(1);
+    return decode_queue_stats(map, &out->queues[0]);
+}
+
+Status decode_result(const msgpack::object& map, StatusResponse* out) {
+    out->raw = repack(map);
+    DUEQ_TRY(get_text(map, "node_id", &out->node_id));
+    DUEQ_TRY(get_bytes(map, "role", &out->role, false));
+    DUEQ_TRY(get_u64(map, "term", &out->term, false));
+    DUEQ_TRY(get_bytes(map, "leader", &out->leader, false));
+    DUEQ_TRY(get_u64(map, "commit_index", &out->commit_index, false));
+    DUEQ_TRY(get_u64(map, "applied_index", &out->applied_index, false));
+    DUEQ_TRY(get_bytes(map, "mode", &out->mode, false));
+    if (const msgpack::object* peers = find(map, "peers")) out->peers = repack(*peers);
+    return ok_status();
+}
+
+}  // namespace dueq::client

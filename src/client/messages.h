@@ -1,0 +1,210 @@
+// Typed requests and responses, one pair per op of docs/protocol.md.
+//
+// Conventions: `queue` defaults to "default"; a std::optional field that is empty is
+// not sent, so the server applies its default. Keys are raw bytes. A payload is one
+// already-encoded msgpack value (see client/payload.h to build one from JSON); an empty
+// payload string is sent as msgpack nil. Times are ms since the Unix epoch, durations ms.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "client/status.h"
+
+namespace dueq::client {
+
+inline constexpr const char* kDefaultQueue = "default";
+
+struct PingRequest {
+    static constexpr std::string_view op = "ping";
+};
+using PingResponse = Empty;
+
+struct HelloRequest {
+    static constexpr std::string_view op = "hello";
+    std::optional<uint64_t> session;  // resume this session (within session_grace_ms)
+    std::optional<std::string> token;
+};
+struct HelloResponse {
+    uint64_t session = 0;
+    std::string node_id;
+    std::string leader;  // "host:port", empty when the node knows no leader
+    int64_t protocol = 0;
+};
+
+struct QueueSettings {
+    int64_t lead_ms = 0;
+    int64_t ttr_ms = 0;
+    int64_t max_attempts = 0;
+    int64_t retention_ms = 0;
+    double late_share = 0;
+};
+
+struct DeclareRequest {
+    static constexpr std::string_view op = "declare";
+    std::string queue = kDefaultQueue;
+    std::optional<int64_t> lead_ms;
+    std::optional<int64_t> ttr_ms;
+    std::optional<int64_t> max_attempts;
+    std::optional<int64_t> retention_ms;
+    std::optional<double> late_share;
+};
+struct DeclareResponse {
+    QueueSettings settings;
+};
+
+enum class PutMode { upsert, insert, update };
+std::string_view put_mode_name(PutMode mode);
+
+struct PutRequest {
+    static constexpr std::string_view op = "put";
+    std::string queue = kDefaultQueue;
+    std::string key;
+    std::string payload;
+    std::optional<int64_t> time;  // server default: now
+    std::optional<PutMode> mode;  // server default: upsert
+};
+struct PutResponse {
+    uint64_t version = 0;
+};
+
+struct GetRequest {
+    static constexpr std::string_view op = "get";
+    std::string queue = kDefaultQueue;
+    std::string key;
+    std::optional<std::string> consistency;  // "local" (server default) or "leader"
+};
+struct TaskInfo {
+    std::string key;
+    std::string payload;
+    std::string status;  // ready | taken | buried | done
+    int64_t time = 0;
+    uint64_t attempts = 0;
+    uint64_t version = 0;
+    std::optional<int64_t> lease_until;  // only while taken
+};
+struct GetResponse {
+    TaskInfo task;
+};
+
+struct DeleteRequest {
+    static constexpr std::string_view op = "delete";
+    std::string queue = kDefaultQueue;
+    std::string key;
+};
+using DeleteResponse = Empty;
+
+struct TakeRequest {
+    static constexpr std::string_view op = "take";
+    std::string queue = kDefaultQueue;
+    std::optional<uint32_t> count;       // server default 1, at most 1000
+    std::optional<int64_t> timeout_ms;   // server default 0: answer at once
+    std::optional<int64_t> ttr_ms;       // server default: the queue's ttr_ms
+    std::optional<bool> release_on_disconnect;  // server default true
+};
+struct Task {
+    std::string key;
+    std::string payload;
+    int64_t time = 0;
+    uint64_t lease = 0;
+    int64_t lease_until = 0;
+    uint64_t attempts = 0;
+};
+struct TakeResponse {
+    std::vector<Task> tasks;  // empty when nothing came due within timeout_ms
+};
+
+struct TouchRequest {
+    static constexpr std::string_view op = "touch";
+    std::string queue = kDefaultQueue;
+    std::string key;
+    uint64_t lease = 0;
+    std::optional<int64_t> ttr_ms;
+};
+struct TouchResponse {
+    int64_t lease_until = 0;
+};
+
+struct AckRequest {
+    static constexpr std::string_view op = "ack";
+    std::string queue = kDefaultQueue;
+    std::string key;
+    uint64_t lease = 0;
+    std::optional<std::string> payload;  // new payload; absent keeps the old one
+    std::optional<int64_t> time;         // ready again at this time; absent: done
+};
+struct AckResponse {
+    uint64_t version = 0;
+};
+
+struct ReleaseRequest {
+    static constexpr std::string_view op = "release";
+    std::string queue = kDefaultQueue;
+    std::string key;
+    uint64_t lease = 0;
+    std::optional<int64_t> delay_ms;
+};
+using ReleaseResponse = Empty;
+
+struct BuryRequest {
+    static constexpr std::string_view op = "bury";
+    std::string queue = kDefaultQueue;
+    std::string key;
+    uint64_t lease = 0;
+};
+using BuryResponse = Empty;
+
+struct KickRequest {
+    static constexpr std::string_view op = "kick";
+    std::string queue = kDefaultQueue;
+    uint64_t count = 1;
+};
+struct KickResponse {
+    uint64_t kicked = 0;
+};
+
+struct StatsRequest {
+    static constexpr std::string_view op = "stats";
+    std::optional<std::string> queue;  // absent: every known queue
+};
+struct QueueStats {
+    std::string queue;
+    uint64_t ready = 0;
+    uint64_t taken = 0;
+    uint64_t buried = 0;
+    uint64_t done = 0;
+    uint64_t due_now = 0;
+    std::optional<int64_t> next_due;
+    std::optional<int64_t> oldest_late;
+};
+struct StatsResponse {
+    std::vector<QueueStats> queues;  // one entry when a queue was named
+    std::string raw;                 // the whole result map as msgpack, for tools
+};
+
+struct StatusRequest {
+    static constexpr std::string_view op = "status";
+};
+struct StatusResponse {
+    std::string node_id;
+    std::string role;  // leader | follower | candidate | standalone
+    uint64_t term = 0;
+    std::string leader;  // empty when unknown (nil on the wire)
+    uint64_t commit_index = 0;
+    uint64_t applied_index = 0;
+    std::string mode;  // normal | autonomous
+    std::string peers;  // the `peers` array as msgpack (its element shape is the server's)
+    std::string raw;    // the whole result map as msgpack, for tools
+};
+
+// Which requests the client may resend by itself after a broken connection, where it
+// cannot know whether the server applied them. See Client in client/client.h.
+constexpr bool always_safe_to_resend(std::string_view op) {
+    return op == "ping" || op == "hello" || op == "get" || op == "stats" || op == "status" ||
+           op == "declare";
+}
+
+}  // namespace dueq::client
