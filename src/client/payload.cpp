@@ -39,7 +39,7 @@ nlohmann::json to_json(const msgpack::object& o) {
             return nlohmann::json{{"$bin", base64(o.via.bin.ptr, o.via.bin.size)}};
         case object_type::EXT:
             return nlohmann::json{{"$ext", o.via.ext.type()},
-                                  {"data", base64(o.via.ext.data(), o.via.ext.size - 1)}};
+                                  {"data", base64(o.via.ext.data(), o.via.ext.size)}};
         case object_type::ARRAY: {
             auto arr = nlohmann::json::array();
             for (uint32_t i = 0; i < o.via.array.size; ++i) arr.push_back(to_json(o.via.array.ptr[i]));

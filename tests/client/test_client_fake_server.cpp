@@ -1,0 +1,318 @@
+// The Client against a scripted server: pipelining, out-of-order replies, deadlines,
+// not_leader redirects, and what is (and is not) resent after a broken connection.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <future>
+
+#include "client/client.h"
+#include "client/payload.h"
+#include "client/fake_server.h"
+
+using namespace dueq::client;
+using namespace dueq::client::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+ClientOptions options_for(std::vector<std::string> seeds) {
+    ClientOptions o;
+    o.seeds = std::move(seeds);
+    o.call_timeout = 2000ms;
+    o.connect_timeout = 1000ms;
+    return o;
+}
+
+template <class T>
+bool ready_within(std::future<T>& f, std::chrono::milliseconds d) {
+    return f.wait_for(d) == std::future_status::ready;
+}
+
+std::size_t count_op(const FakeServer& s, const std::string& op) {
+    std::size_t n = 0;
+    for (const auto& r : s.requests()) n += r.value("op", "") == op;
+    return n;
+}
+
+}  // namespace
+
+TEST_CASE("ping reaches the server and says hello first", "[client]") {
+    FakeServer server([](const FakeServer::ConnPtr&, const Json& req) { return basic_reply(req); });
+    Client client(options_for({server.address()}));
+    auto r = client.ping();
+    REQUIRE(r.ok());
+    auto reqs = server.requests();
+    REQUIRE(reqs.size() == 2);
+    CHECK(reqs[0]["op"] == "hello");
+    CHECK(reqs[1]["op"] == "ping");
+    CHECK(reqs[0]["id"] != reqs[1]["id"]);
+    CHECK(client.current_session() == std::optional<uint64_t>(1));
+}
+
+TEST_CASE("pipelined replies are matched by id, out of order", "[client]") {
+    std::mutex mu;
+    FakeServer::ConnPtr held_conn;
+    Json held_take;
+    FakeServer* srv = nullptr;
+    FakeServer server([&](const FakeServer::ConnPtr& c, const Json& req) -> std::optional<Json> {
+        if (auto r = basic_reply(req)) return r;
+        if (req["op"] == "take") {  // held until the test releases it
+            std::lock_guard<std::mutex> lock(mu);
+            held_conn = c;
+            held_take = req;
+            return std::nullopt;
+        }
+        if (req["op"] == "get") {
+            Json task = {{"key", req["key"]}, {"payload", req["key"]}, {"status", "ready"},
+                         {"time", 5}, {"attempts", 0}, {"version", 3}};
+            return ok_reply(req, {{"task", task}});
+        }
+        (void)srv;
+        return error_reply(req, "bad_request");
+    });
+    srv = &server;
+    Client client(options_for({server.address()}));
+
+    TakeRequest take;
+    take.queue = "q";
+    take.timeout_ms = 10000;
+    auto take_future = client.call_async(take);
+    std::vector<std::future<Result<GetResponse>>> gets;
+    for (int i = 0; i < 50; ++i) {
+        GetRequest g;
+        g.key = "k" + std::to_string(i);
+        gets.push_back(client.call_async(g));
+    }
+    for (int i = 0; i < 50; ++i) {
+        auto r = gets[i].get();
+        REQUIRE(r.ok());
+        CHECK(r->task.key == "k" + std::to_string(i));
+        auto json = payload_to_json(r->task.payload);
+        REQUIRE(json.ok());
+        CHECK(*json == "\"k" + std::to_string(i) + "\"");
+    }
+    CHECK_FALSE(ready_within(take_future, 0ms));
+
+    Json task = {{"key", "t1"}, {"payload", {{"a", 1}}}, {"time", 7}, {"lease", 42},
+                 {"lease_until", 99}, {"attempts", 1}};
+    {
+        std::lock_guard<std::mutex> lock(mu);
+        REQUIRE(held_conn);
+        server.send(held_conn, ok_reply(held_take, {{"tasks", Json::array({task})}}));
+    }
+    auto taken = take_future.get();
+    REQUIRE(taken.ok());
+    REQUIRE(taken->tasks.size() == 1);
+    CHECK(taken->tasks[0].key == "t1");
+    CHECK(taken->tasks[0].lease == 42);
+    CHECK(*payload_to_json(taken->tasks[0].payload) == R"({"a":1})");
+    // The take's wait was added to the call's deadline: 10 s, not the 2 s call_timeout.
+    CHECK(count_op(server, "take") == 1);
+}
+
+TEST_CASE("a call that gets no answer times out; later calls still work", "[client]") {
+    FakeServer server([](const FakeServer::ConnPtr&, const Json& req) -> std::optional<Json> {
+        if (req["op"] == "delete") return std::nullopt;  // never answered
+        return basic_reply(req);
+    });
+    Client client(options_for({server.address()}));
+    REQUIRE(client.ping().ok());
+    CallOptions quick;
+    quick.timeout = 100ms;
+    const auto start = std::chrono::steady_clock::now();
+    auto r = client.del({.queue = "q", .key = "k"}, quick);
+    const auto took = std::chrono::steady_clock::now() - start;
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.code() == Code::timeout);
+    CHECK(took >= 100ms);
+    CHECK(took < 1500ms);
+    CHECK(client.ping().ok());
+}
+
+TEST_CASE("no reachable server ends in unavailable at the deadline", "[client]") {
+    std::string dead_address;
+    {
+        FakeServer gone([](const FakeServer::ConnPtr&, const Json& req) { return basic_reply(req); });
+        dead_address = gone.address();
+    }
+    Client client(options_for({dead_address}));
+    CallOptions quick;
+    quick.timeout = 300ms;
+    auto r = client.ping(quick);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.code() == Code::unavailable);
+}
+
+TEST_CASE("not_leader with a leader address is followed", "[client]") {
+    FakeServer leader([](const FakeServer::ConnPtr&, const Json& req) -> std::optional<Json> {
+        if (auto r = basic_reply(req)) return r;
+        return ok_reply(req, {{"version", 9}});
+    });
+    const std::string leader_addr = leader.address();
+    FakeServer follower([&](const FakeServer::ConnPtr&, const Json& req) -> std::optional<Json> {
+        if (auto r = basic_reply(req)) return r;
+        return error_reply(req, "not_leader", leader_addr);
+    });
+    Client client(options_for({follower.address()}));
+    PutRequest put;
+    put.key = "k";
+    put.payload = *payload_from_json(R"({"x":1})");
+    auto r = client.put(put);
+    REQUIRE(r.ok());
+    CHECK(r->version == 9);
+    CHECK(count_op(follower, "put") == 1);
+    CHECK(count_op(leader, "put") == 1);
+    CHECK(client.current_address() == leader_addr);
+    // Later calls go straight to the leader.
+    REQUIRE(client.put(put).ok());
+    CHECK(count_op(follower, "put") == 1);
+}
+
+TEST_CASE("not_leader without a leader retries on the next seed", "[client]") {
+    FakeServer good([](const FakeServer::ConnPtr&, const Json& req) -> std::optional<Json> {
+        if (auto r = basic_reply(req)) return r;
+        return ok_reply(req, {{"kicked", 2}});
+    });
+    FakeServer lost([](const FakeServer::ConnPtr&, const Json& req) -> std::optional<Json> {
+        if (auto r = basic_reply(req)) return r;
+        return error_reply(req, "not_leader");
+    });
+    Client client(options_for({lost.address(), good.address()}));
+    auto r = client.kick({.queue = "q", .count = 5});
+    REQUIRE(r.ok());
+    CHECK(r->kicked == 2);
+}
+
+TEST_CASE("redirects stop after max_redirects", "[client]") {
+    FakeServer a([](const FakeServer::ConnPtr&, const Json& req) -> std::optional<Json> {
+        if (auto r = basic_reply(req)) return r;
+        return error_reply(req, "not_leader");
+    });
+    auto opts = options_for({a.address()});
+    opts.max_redirects = 2;
+    Client client(opts);
+    auto r = client.del({.key = "k"});
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.code() == Code::not_leader);
+    CHECK(count_op(a, "delete") == 3);
+}
+
+TEST_CASE("a broken connection resends safe ops but not unsafe ones", "[client]") {
+    std::atomic<int> gets{0};
+    FakeServer* self = nullptr;
+    FakeServer server([&](const FakeServer::ConnPtr& c, const Json& req) -> std::optional<Json> {
+        if (auto r = basic_reply(req)) return r;
+        if (req["op"] == "get" && gets.fetch_add(1) == 0) {
+            self->close(c);  // the first get kills its connection
+            return std::nullopt;
+        }
+        if (req["op"] == "get") {
+            Json task = {{"key", "k"}, {"payload", nullptr}, {"status", "ready"}, {"time", 1}};
+            return ok_reply(req, {{"task", task}});
+        }
+        return std::nullopt;  // puts are never answered
+    });
+    self = &server;
+    Client client(options_for({server.address()}));
+    REQUIRE(client.ping().ok());
+
+    PutRequest put;
+    put.key = "k";
+    auto put_future = client.call_async(put);
+    // Make sure the put is on the wire before the connection dies.
+    while (count_op(server, "put") == 0) std::this_thread::sleep_for(1ms);
+    auto got = client.get({.key = "k"});
+    REQUIRE(got.ok());
+    CHECK(got->task.status == "ready");
+    CHECK(gets.load() == 2);
+
+    auto put_result = put_future.get();
+    REQUIRE_FALSE(put_result.ok());
+    CHECK(put_result.code() == Code::unavailable);
+    CHECK(count_op(server, "put") == 1);
+    CHECK(server.accepted() == 2);
+    // The second connection asked to resume the first one's session.
+    auto reqs = server.requests();
+    std::vector<Json> hellos;
+    for (auto& r : reqs) if (r["op"] == "hello") hellos.push_back(r);
+    REQUIRE(hellos.size() == 2);
+    CHECK_FALSE(hellos[0].contains("session"));
+    CHECK(hellos[1]["session"] == 1);
+}
+
+TEST_CASE("resend_on_reconnect opts an unsafe op into being resent", "[client]") {
+    std::atomic<int> puts{0};
+    FakeServer* self = nullptr;
+    FakeServer server([&](const FakeServer::ConnPtr& c, const Json& req) -> std::optional<Json> {
+        if (auto r = basic_reply(req)) return r;
+        if (puts.fetch_add(1) == 0) {
+            self->close(c);
+            return std::nullopt;
+        }
+        return ok_reply(req, {{"version", 2}});
+    });
+    self = &server;
+    Client client(options_for({server.address()}));
+    CallOptions opts;
+    opts.resend_on_reconnect = true;
+    auto r = client.put({.key = "k", .payload = ""}, opts);
+    REQUIRE(r.ok());
+    CHECK(r->version == 2);
+    CHECK(puts.load() == 2);
+}
+
+TEST_CASE("server errors come back as values", "[client]") {
+    FakeServer server([](const FakeServer::ConnPtr&, const Json& req) -> std::optional<Json> {
+        if (auto r = basic_reply(req)) return r;
+        Json resp = error_reply(req, req["op"] == "ack" ? "lease_mismatch" : "brand_new_code");
+        return resp;
+    });
+    Client client(options_for({server.address()}));
+    auto r = client.ack({.key = "k", .lease = 3});
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.code() == Code::lease_mismatch);
+    CHECK(r.error().message == "fake lease_mismatch");
+    auto u = client.touch({.key = "k", .lease = 3});
+    CHECK(u.code() == Code::unknown);
+    CHECK(u.error().code_name == "brand_new_code");
+}
+
+TEST_CASE("a malformed or oversized response closes the connection", "[client]") {
+    std::atomic<int> mode{0};
+    FakeServer* self = nullptr;
+    FakeServer server([&](const FakeServer::ConnPtr& c, const Json& req) -> std::optional<Json> {
+        if (req["op"] == "hello") return basic_reply(req);
+        if (req["op"] == "stats") {
+            if (mode == 0) self->send_raw(c, frame_bytes("\xdd\xff\xff\xff\xff"));  // array of 4G
+            if (mode == 1) self->send_raw(c, std::string("\x7f\xff\xff\xff", 4));  // 2 GiB frame
+            return std::nullopt;
+        }
+        return basic_reply(req);
+    });
+    self = &server;
+    auto opts = options_for({server.address()});
+    opts.max_frame_bytes = 1 << 20;
+    Client client(opts);
+    for (int m = 0; m < 2; ++m) {
+        mode = m;
+        // stats is safe to resend, so it is retried until its deadline on reconnects.
+        CallOptions quick;
+        quick.timeout = 200ms;
+        auto r = client.stats({}, quick);
+        REQUIRE_FALSE(r.ok());
+        CHECK((r.code() == Code::timeout || r.code() == Code::unavailable));
+        CHECK(client.ping().ok());
+    }
+    CHECK(server.accepted() >= 3);
+}
+
+TEST_CASE("bad input is refused locally without a round trip", "[client]") {
+    FakeServer server([](const FakeServer::ConnPtr&, const Json& req) { return basic_reply(req); });
+    Client client(options_for({server.address()}));
+    auto r = client.put({.key = "", .payload = ""});
+    CHECK(r.code() == Code::bad_request);
+    auto p = client.put({.key = "k", .payload = "\x92\x01"});  // array of 2 with 1 element
+    CHECK(p.code() == Code::bad_request);
+    Client bad_seeds(options_for({"nonsense"}));
+    CHECK(bad_seeds.ping().code() == Code::bad_request);
+}
