@@ -1,0 +1,70 @@
+// Configuration of one Raft node. Everything that shapes the core's behaviour is here,
+// including the cluster membership (the one place it lives; membership change is not
+// implemented yet, so it is fixed for the life of a node).
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "raft/types.h"
+
+namespace dueq::raft {
+
+// Test-only defects the simulator must be able to catch (issue 3, acceptance 2).
+// Selected at run time; compiled in only when DUEQ_PLANTED_BUGS is defined, otherwise
+// the field exists but is ignored.
+enum class PlantedBug : std::uint8_t {
+    none,
+    vote_for_stale_log,      // grant (pre-)votes without the §3.6.1 up-to-date check
+    commit_prior_term,       // count replicas for entries of earlier terms (§3.6.2, Fig. 8)
+    vote_before_persist,     // reply to a vote while the vote is not yet in the HardState
+    apply_uncommitted,       // hand entries to apply before they are committed
+};
+
+std::string_view to_string(PlantedBug b);
+// Parses the names above; returns false on an unknown name.
+bool parse_planted_bug(std::string_view name, PlantedBug& out);
+// True when the planted bugs are compiled in.
+bool planted_bugs_compiled();
+
+struct Config {
+    NodeId id = kNoNode;
+    // The voting members, including `id`. Fixed for now (no membership change).
+    std::vector<NodeId> voters;
+
+    // Timing in ticks (the shell calls tick() at a fixed period, e.g. every 10 ms).
+    // A follower starts an election after a random timeout in
+    // [election_tick, 2*election_tick - 1] without hearing a leader (§3.4).
+    int election_tick = 10;
+    int heartbeat_tick = 1;
+
+    bool pre_vote = true;      // §9.6: a node campaigns only if a majority would vote for it
+    bool check_quorum = true;  // §6.2: a leader that stops hearing a majority steps down;
+                               // followers that hear a leader ignore vote requests (§4.2.3)
+    // §6.4.1: serve reads on the leader lease, without a round of heartbeats. Only valid
+    // with check_quorum (otherwise a follower may vote while the old lease runs).
+    bool lease_read = false;
+    // Ticks subtracted from the lease to cover clock drift between nodes (§6.4.1).
+    int lease_margin_ticks = 2;
+
+    // Replication flow control (per follower).
+    std::uint64_t max_entries_per_msg = 64;
+    std::uint64_t max_bytes_per_msg = 1 << 20;
+    std::uint64_t max_inflight_msgs = 64;
+    std::uint64_t max_inflight_bytes = 16 << 20;
+
+    // The core asks the shell for a snapshot (Ready::snapshot_wanted) once this many
+    // applied entries sit in the log after the last snapshot. 0 = never.
+    std::uint64_t snapshot_threshold = 10000;
+
+    // Seed of the random source for election timeouts: same inputs, same outputs.
+    std::uint64_t seed = 1;
+
+    PlantedBug planted_bug = PlantedBug::none;
+
+    // Checks the rules above (id among voters, ticks positive, lease needs check_quorum).
+    bool valid() const;
+};
+
+}  // namespace dueq::raft

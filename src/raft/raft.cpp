@@ -1,0 +1,265 @@
+// Lifecycle, roles, ticks, proposals and the Ready/advance hand-off.
+#include "raft/raft.h"
+
+#include <algorithm>
+
+namespace dueq::raft {
+
+std::string_view to_string(Role r) {
+    switch (r) {
+        case Role::follower: return "follower";
+        case Role::pre_candidate: return "pre_candidate";
+        case Role::candidate: return "candidate";
+        case Role::leader: return "leader";
+    }
+    return "?";
+}
+
+std::string_view to_string(MessageType t) {
+    switch (t) {
+        case MessageType::pre_vote: return "pre_vote";
+        case MessageType::pre_vote_resp: return "pre_vote_resp";
+        case MessageType::vote: return "vote";
+        case MessageType::vote_resp: return "vote_resp";
+        case MessageType::append: return "append";
+        case MessageType::append_resp: return "append_resp";
+        case MessageType::snapshot: return "snapshot";
+        case MessageType::heartbeat: return "heartbeat";
+        case MessageType::heartbeat_resp: return "heartbeat_resp";
+        case MessageType::timeout_now: return "timeout_now";
+    }
+    return "?";
+}
+
+Raft::Raft(Config cfg, const LogStorage& storage)
+    : cfg_(std::move(cfg)), storage_(storage), log_(storage), rand_(cfg_.seed ^ (cfg_.id * 0x9e37ULL)) {
+    HardState hs = storage.hard_state();
+    term_ = hs.term;
+    vote_ = hs.vote;
+    handed_hs_ = hard_state();
+    become_follower(term_, kNoNode);
+}
+
+bool Raft::planted(PlantedBug b) const {
+#ifdef DUEQ_PLANTED_BUGS
+    return cfg_.planted_bug == b;
+#else
+    (void)b;
+    return false;
+#endif
+}
+
+void Raft::reset(Term term) {
+    if (term != term_) {
+        term_ = term;
+        vote_ = kNoNode;
+    }
+    leader_ = kNoNode;
+    election_elapsed_ = 0;
+    heartbeat_elapsed_ = 0;
+    reset_election_timeout();
+    tally_.reset();
+    peers_.clear();
+    transferee_ = kNoNode;
+    transfer_elapsed_ = 0;
+    timeout_now_sent_ = false;
+    reads_before_commit_.clear();
+    reads_.clear();
+}
+
+void Raft::reset_election_timeout() {
+    // §3.4: spread timeouts so that one node usually times out alone.
+    randomized_timeout_ = static_cast<int>(
+        rand_.uniform(static_cast<std::uint64_t>(cfg_.election_tick),
+                      static_cast<std::uint64_t>(2 * cfg_.election_tick - 1)));
+}
+
+void Raft::become_follower(Term term, NodeId leader) {
+    reset(term);
+    role_ = Role::follower;
+    leader_ = leader;
+}
+
+void Raft::become_pre_candidate() {
+    // §9.6: the term does not change, so a failed pre-vote disturbs nobody.
+    tally_.reset();
+    peers_.clear();
+    role_ = Role::pre_candidate;
+    leader_ = kNoNode;
+    election_elapsed_ = 0;
+    reset_election_timeout();
+    tally_.emplace(cfg_.voters.size());
+}
+
+void Raft::become_candidate() {
+    reset(term_ + 1);
+    vote_ = cfg_.id;  // persisted with the term before any vote request leaves (Ready)
+    role_ = Role::candidate;
+    tally_.emplace(cfg_.voters.size());
+}
+
+void Raft::become_leader() {
+    reset(term_);
+    role_ = Role::leader;
+    leader_ = cfg_.id;
+    Index next = log_.last_index() + 1;
+    for (NodeId p : cfg_.voters) {
+        if (p == cfg_.id) continue;
+        Progress pr(next, cfg_.max_inflight_msgs, cfg_.max_inflight_bytes);
+        pr.recent_active = true;  // give everyone an election timeout to answer
+        peers_.emplace(p, std::move(pr));
+    }
+    // §3.6.2 / §6.4: a no-op of the new term lets the leader commit what earlier terms
+    // left uncommitted, and tells it its commit index is current.
+    Entry noop{term_, next, std::max(log_.last_time(), clock_ms_), EntryType::noop, {}};
+    log_.append({noop});
+    pending_bcast_ = true;
+}
+
+void Raft::send(Message m) {
+    m.from = cfg_.id;
+    if (m.term == 0) m.term = term_;
+    msgs_.push_back(std::move(m));
+}
+
+void Raft::tick(Millis now_ms) {
+    clock_ms_ = std::max(clock_ms_, now_ms);
+    ++tick_count_;
+    if (role_ == Role::leader) {
+        tick_leader();
+    } else {
+        tick_election();
+    }
+}
+
+void Raft::tick_election() {
+    ++election_elapsed_;
+    if (election_elapsed_ >= randomized_timeout_) {
+        election_elapsed_ = 0;
+        campaign(cfg_.pre_vote, false);
+    }
+}
+
+void Raft::tick_leader() {
+    ++heartbeat_elapsed_;
+    ++election_elapsed_;
+    for (auto& [id, pr] : peers_) ++pr.ticks_since_progress;
+
+    if (election_elapsed_ >= cfg_.election_tick) {
+        election_elapsed_ = 0;
+        if (cfg_.check_quorum) {
+            // §6.2: without a majority answering within an election timeout, another
+            // leader may exist; stop acting as leader.
+            std::size_t active = 1;
+            for (auto& [id, pr] : peers_) {
+                active += pr.recent_active ? 1 : 0;
+                pr.recent_active = false;
+            }
+            if (active < majority(cfg_.voters.size())) {
+                become_follower(term_, kNoNode);
+                return;
+            }
+        }
+        if (transferee_ != kNoNode) abort_transfer();  // §3.10: give up after a timeout
+    }
+    if (heartbeat_elapsed_ >= cfg_.heartbeat_tick) {
+        heartbeat_elapsed_ = 0;
+        bcast_heartbeat();
+        for (auto& [id, pr] : peers_) {
+            // Lost appends are only noticed by silence: resend from what is known to
+            // match if nothing moved for an election timeout.
+            bool stalled = pr.match < log_.last_index() &&
+                           pr.ticks_since_progress >= cfg_.election_tick;
+            if (pr.state == ProgressState::probe) {
+                pr.probe_sent = false;
+            } else if (stalled) {
+                pr.become_probe();
+            }
+        }
+        pending_bcast_ = true;
+    }
+}
+
+Result<Index> Raft::propose(std::string payload, Millis now_ms) {
+    return propose(std::span<const std::string>(&payload, 1), now_ms);
+}
+
+Result<Index> Raft::propose(std::span<const std::string> payloads, Millis now_ms) {
+    if (role_ != Role::leader) return Error::not_leader;
+    if (transferee_ != kNoNode) return Error::transfer_in_progress;
+    if (payloads.empty()) return Error::invalid;
+    clock_ms_ = std::max(clock_ms_, now_ms);
+    // Log time never goes back, even when this leader's clock is behind the last one's.
+    Millis time = std::max(log_.last_time(), clock_ms_);
+    Index first = log_.last_index() + 1;
+    std::vector<Entry> entries;
+    entries.reserve(payloads.size());
+    for (std::size_t k = 0; k < payloads.size(); ++k) {
+        entries.push_back(Entry{term_, first + k, time, EntryType::normal, payloads[k]});
+    }
+    log_.append(entries);
+    // Replication is deferred to ready(): proposals made between two Readies share
+    // their append messages (batching).
+    pending_bcast_ = true;
+    return first;
+}
+
+const Progress* Raft::progress(NodeId peer) const {
+    auto it = peers_.find(peer);
+    return it == peers_.end() ? nullptr : &it->second;
+}
+
+bool Raft::has_ready() const {
+    if (!msgs_.empty() || pending_bcast_ || !read_states_.empty()) return true;
+    if (!log_.unstable_entries().empty() || log_.unstable_snapshot()) return true;
+    if (hard_state() != handed_hs_) return true;
+    Index upto = planted(PlantedBug::apply_uncommitted) ? log_.last_index() : log_.committed();
+    return upto > log_.applying();
+}
+
+Ready Raft::ready() {
+    if (pending_bcast_) {
+        pending_bcast_ = false;
+        if (role_ == Role::leader) bcast_append();
+    }
+    Ready rd;
+    rd.entries = log_.unstable_entries();
+    rd.snapshot = log_.unstable_snapshot();
+    HardState hs = hard_state();
+    if (planted(PlantedBug::vote_before_persist) && vote_ != cfg_.id) {
+        // Planted bug: a vote for someone else is not written until the term changes.
+        hs.vote = hs.term == handed_hs_.term ? handed_hs_.vote : kNoNode;
+    }
+    if (hs != handed_hs_) {
+        rd.hard_state = hs;
+        handed_hs_ = hs;
+    }
+    rd.messages = std::move(msgs_);
+    msgs_.clear();
+    Index upto = planted(PlantedBug::apply_uncommitted) ? log_.last_index() : log_.committed();
+    rd.committed_entries = log_.next_to_apply(upto, cfg_.max_bytes_per_msg);
+    if (!rd.committed_entries.empty()) log_.applying_to(rd.committed_entries.back().index);
+    rd.read_states = std::move(read_states_);
+    read_states_.clear();
+
+    Index applied = log_.applying();
+    if (cfg_.snapshot_threshold > 0 && applied > snapshot_asked_at_ &&
+        applied >= storage_.snapshot().meta.index + cfg_.snapshot_threshold) {
+        rd.snapshot_wanted = applied;
+        snapshot_asked_at_ = applied;
+    }
+    rd.role = role_;
+    rd.leader = leader_;
+    rd.term = term_;
+    return rd;
+}
+
+void Raft::advance(const Ready& rd) {
+    if (rd.snapshot) log_.stable_snapshot_to(rd.snapshot->meta.index);
+    if (!rd.entries.empty()) log_.stable_to(rd.entries.back().index, rd.entries.back().term);
+    if (!rd.committed_entries.empty()) log_.applied_to(rd.committed_entries.back().index);
+    // The leader counts itself only for what is on its own disk.
+    if (role_ == Role::leader && maybe_commit()) on_leader_commit();
+}
+
+}  // namespace dueq::raft
