@@ -3,6 +3,7 @@
 // thread (the node's event loop), so the node needs no locks.
 #pragma once
 
+#include <utility>  // before Asio: Boost 1.74's awaitable.hpp needs std::exchange under C++20
 #include <boost/asio.hpp>
 
 #include <cstdint>

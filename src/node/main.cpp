@@ -1,7 +1,11 @@
 // dueqd: one dueq node.
 #include <CLI/CLI.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <csignal>
+
+#include <utility>  // before Asio: Boost 1.74's awaitable.hpp needs std::exchange under C++20
 #include <boost/asio.hpp>
 
 #include <iostream>
@@ -48,6 +52,9 @@ int main(int argc, char** argv) {
         std::cerr << "dueqd: unknown log level '" << config.log_level << "'\n";
         return 2;
     }
+    // Logs go to stderr; stdout carries only the "listening on port" line for scripts.
+    spdlog::set_default_logger(spdlog::stderr_color_mt("dueqd"));
+    std::signal(SIGPIPE, SIG_IGN);
     spdlog::set_level(level);
     spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ [" + config.node_id + "] %v");
 

@@ -35,7 +35,7 @@ std::int64_t Node::next_log_time() {
 
 std::optional<std::string> Node::start() {
     storage::Status st;
-    db_ = storage::Database::open(config_.data_dir, config_.fsync, st);
+    db_ = storage::Database::open(config_.data_dir, config_.fsync, st, storage_env_);
     if (!db_) return st.message;
     std::vector<storage::LogRecord> tail;
     std::int64_t applied_time = 0;

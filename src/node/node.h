@@ -11,6 +11,7 @@
 // passed in; call start()/stop() from that thread (or before it runs).
 #pragma once
 
+#include <utility>  // before Asio: Boost 1.74's awaitable.hpp needs std::exchange under C++20
 #include <boost/asio.hpp>
 
 #include <chrono>
@@ -41,6 +42,10 @@ public:
     std::optional<std::string> start();
     void stop();
     std::uint16_t client_port() const;
+
+    // Tests only, before start(): the RocksDB environment (e.g. one that drops unsynced
+    // writes to simulate a power cut).
+    void set_storage_env(rocksdb::Env* env) { storage_env_ = env; }
 
     // For tests and tools: numbers the node has reached.
     std::uint64_t applied_index() const { return applied_index_; }
@@ -109,6 +114,7 @@ private:
     boost::asio::steady_timer timer_;
     std::int64_t timer_at_ = 0;        // log time the timer is set for (0: unset)
     bool stopped_ = false;
+    rocksdb::Env* storage_env_ = nullptr;
 };
 
 }  // namespace dueq::node

@@ -58,8 +58,10 @@ std::string task_key(std::string_view queue, std::string_view key) {
     return k;
 }
 
-std::unique_ptr<Database> Database::open(const std::string& path, bool sync, Status& status) {
+std::unique_ptr<Database> Database::open(const std::string& path, bool sync, Status& status,
+                                         rocksdb::Env* env) {
     rocksdb::Options opts;
+    if (env) opts.env = env;
     opts.create_if_missing = true;
     opts.create_missing_column_families = true;
     opts.paranoid_checks = true;

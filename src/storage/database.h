@@ -18,6 +18,7 @@
 
 namespace rocksdb {
 class DB;
+class Env;
 class ColumnFamilyHandle;
 }  // namespace rocksdb
 
@@ -56,8 +57,10 @@ struct AppliedState {
 class Database {
 public:
     // Opens or creates the database in `path`. `sync`: whether log appends are fsynced
-    // (the `storage.fsync` config: "always" = true).
-    static std::unique_ptr<Database> open(const std::string& path, bool sync, Status& status);
+    // (the `storage.fsync` config: "always" = true). `env`: RocksDB's environment, null
+    // for the default; tests pass one that can drop unsynced writes.
+    static std::unique_ptr<Database> open(const std::string& path, bool sync, Status& status,
+                                          rocksdb::Env* env = nullptr);
     ~Database();
 
     // Restart: loads the applied state into `store` (which must be empty) and returns

@@ -1,0 +1,80 @@
+// Test helpers: an in-process node on 127.0.0.1 with a fresh data dir, and a raw
+// frame-level client that can also send garbage.
+#pragma once
+
+#include <utility>
+#include <boost/asio.hpp>
+#include <msgpack.hpp>
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "node/config.h"
+#include "node/node.h"
+
+namespace dueq::test {
+
+std::filesystem::path fresh_dir(const std::string& name);
+
+class TestNode {
+public:
+    explicit TestNode(node::Config config);
+    explicit TestNode(const std::string& name) : TestNode(config_for(name)) {}
+    ~TestNode();
+    static node::Config config_for(const std::string& name);
+    std::uint16_t port() const { return port_; }
+    void stop();
+
+private:
+    boost::asio::io_context io_;
+    std::unique_ptr<node::Node> node_;
+    std::thread thread_;
+    std::uint16_t port_ = 0;
+};
+
+// A decoded response: the whole map, kept alive with its zone.
+struct Response {
+    msgpack::object_handle handle;
+    const msgpack::object& root() const { return handle.get(); }
+    const msgpack::object* find(const std::string& key) const;
+    bool ok() const;
+    std::uint64_t id() const;
+    std::string error_code() const;
+    std::uint64_t u(const std::string& key) const;
+    std::int64_t i(const std::string& key) const;
+};
+
+class RawClient {
+public:
+    explicit RawClient(std::uint16_t port);
+    // Sends a request map built by `fill` with `n` entries (op and id are added).
+    void send_raw(const std::string& bytes);       // exactly these bytes
+    void send_frame(const std::string& body);      // length prefix + body
+    void send(const std::string& op, std::uint64_t id,
+              const std::map<std::string, msgpack::object>& fields = {});
+    // Reads one response frame; nullopt if the connection closed or `timeout` passed.
+    std::optional<Response> read(std::chrono::milliseconds timeout = std::chrono::seconds(5));
+    Response call(const std::string& op, std::uint64_t id,
+                  const std::map<std::string, msgpack::object>& fields = {});
+    bool closed_by_peer(std::chrono::milliseconds timeout = std::chrono::seconds(5));
+    void close();
+
+    msgpack::zone zone;  // owns objects built for `fields`
+    msgpack::object str(const std::string& s) { return msgpack::object(s, zone); }
+    template <typename T>
+    msgpack::object obj(const T& v) { return msgpack::object(v, zone); }
+
+private:
+    bool read_exact(char* buf, std::size_t n, std::chrono::milliseconds timeout);
+    boost::asio::io_context io_;
+    boost::asio::ip::tcp::socket socket_;
+    bool last_closed_ = false;  // the last read failed because the peer closed
+};
+
+}  // namespace dueq::test
