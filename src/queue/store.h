@@ -24,6 +24,7 @@ struct TaskView {
     Millis time = 0;
     std::uint32_t attempts = 0;
     std::uint64_t version = 0;
+    std::uint64_t hlc = 0;      // (log time << 16) | counter of the last write; per key it only grows
     LeaseId lease = 0;          // 0 unless taken
     Millis lease_until = 0;     // 0 unless taken
     SessionId owner = 0;        // 0 unless taken
@@ -35,6 +36,7 @@ struct TaskView {
 struct QueueStats {
     std::uint64_t ready = 0, taken = 0, buried = 0, done = 0;
     std::uint64_t due_now = 0;             // ready and due at `now` (counted, O(due))
+    bool due_now_capped = false;           // due_now stopped counting at 10,000
     std::optional<Millis> next_due;        // smallest time - lead_ms among ready tasks
     std::optional<Millis> oldest_late;     // smallest time among ready tasks with time < now
 };
@@ -45,6 +47,7 @@ struct StoreLimits {
     std::size_t max_key_bytes = 1024;
     std::size_t max_payload_bytes = 1 << 20;
     std::uint32_t max_take_count = 1000;
+    std::uint32_t max_kick_count = 100'000;
     std::size_t max_queue_name_bytes = 256;
 };
 

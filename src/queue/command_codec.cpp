@@ -1,0 +1,212 @@
+// Log encoding of commands: [format, tag, fields...], one msgpack array per command.
+// Optional fields are nil when absent. Keys and payloads are bin, queue names str.
+//
+//   1 Declare        queue, lead_ms, ttr_ms, retention_ms, max_attempts, late_share
+//   2 Put            queue, key, payload, time, mode
+//   3 Delete         queue, key
+//   4 Take           queue, count, ttr_ms, session, release_on_disconnect
+//   5 Touch          queue, key, lease, ttr_ms
+//   6 Ack            queue, key, lease, payload, time
+//   7 Release        queue, key, lease, delay_ms
+//   8 Bury           queue, key, lease
+//   9 Kick           queue, count
+//  10 ReleaseSession session
+//
+// Tags are stable forever; a new field means a new format number, and decode keeps
+// reading every older format.
+#include "queue/command_codec.h"
+
+#include "queue/msgpack_fields.h"
+#include "queue/task.h"
+
+namespace dueq::queue {
+
+namespace {
+
+using detail::Packer;
+constexpr std::uint64_t kFormat = 1;
+
+template <class T>
+constexpr std::uint64_t tag_of() {
+    using namespace std;
+    if constexpr (is_same_v<T, Declare>) return 1;
+    if constexpr (is_same_v<T, Put>) return 2;
+    if constexpr (is_same_v<T, Delete>) return 3;
+    if constexpr (is_same_v<T, Take>) return 4;
+    if constexpr (is_same_v<T, Touch>) return 5;
+    if constexpr (is_same_v<T, Ack>) return 6;
+    if constexpr (is_same_v<T, Release>) return 7;
+    if constexpr (is_same_v<T, Bury>) return 8;
+    if constexpr (is_same_v<T, Kick>) return 9;
+    if constexpr (is_same_v<T, ReleaseSession>) return 10;
+}
+
+// Number of fields after [format, tag].
+constexpr std::uint32_t field_count(std::uint64_t tag) {
+    constexpr std::uint32_t counts[] = {0, 6, 5, 2, 5, 4, 5, 4, 3, 2, 1};
+    return tag < std::size(counts) ? counts[tag] : 0;
+}
+
+void pack_fields(Packer& p, const Declare& c) {
+    detail::pack_text(p, c.queue);
+    detail::pack_optional(p, c.lead_ms);
+    detail::pack_optional(p, c.ttr_ms);
+    detail::pack_optional(p, c.retention_ms);
+    detail::pack_optional(p, c.max_attempts);
+    detail::pack_optional(p, c.late_share);
+}
+void pack_fields(Packer& p, const Put& c) {
+    detail::pack_text(p, c.queue);
+    detail::pack_bytes(p, c.key);
+    detail::pack_bytes(p, c.payload);
+    detail::pack_optional(p, c.time);
+    p.pack(static_cast<std::uint64_t>(c.mode));
+}
+void pack_fields(Packer& p, const Delete& c) {
+    detail::pack_text(p, c.queue);
+    detail::pack_bytes(p, c.key);
+}
+void pack_fields(Packer& p, const Take& c) {
+    detail::pack_text(p, c.queue);
+    p.pack(c.count);
+    detail::pack_optional(p, c.ttr_ms);
+    p.pack(c.session);
+    p.pack(c.release_on_disconnect);
+}
+void pack_fields(Packer& p, const Touch& c) {
+    detail::pack_text(p, c.queue);
+    detail::pack_bytes(p, c.key);
+    p.pack(c.lease);
+    detail::pack_optional(p, c.ttr_ms);
+}
+void pack_fields(Packer& p, const Ack& c) {
+    detail::pack_text(p, c.queue);
+    detail::pack_bytes(p, c.key);
+    p.pack(c.lease);
+    if (c.payload) {
+        detail::pack_bytes(p, *c.payload);
+    } else {
+        p.pack_nil();
+    }
+    detail::pack_optional(p, c.time);
+}
+void pack_fields(Packer& p, const Release& c) {
+    detail::pack_text(p, c.queue);
+    detail::pack_bytes(p, c.key);
+    p.pack(c.lease);
+    p.pack(c.delay_ms);
+}
+void pack_fields(Packer& p, const Bury& c) {
+    detail::pack_text(p, c.queue);
+    detail::pack_bytes(p, c.key);
+    p.pack(c.lease);
+}
+void pack_fields(Packer& p, const Kick& c) {
+    detail::pack_text(p, c.queue);
+    p.pack(c.count);
+}
+void pack_fields(Packer& p, const ReleaseSession& c) { p.pack(c.session); }
+
+using detail::read_bool;
+using detail::read_double;
+using detail::read_int;
+using detail::read_optional;
+using detail::read_string;
+using detail::read_uint_as;
+
+bool read_payload(const msgpack::object& o, std::string* out) { return read_string(o, out); }
+
+bool read_fields(const msgpack::object* f, Declare& c) {
+    return read_string(f[0], &c.queue) && read_optional(f[1], &c.lead_ms, read_int) &&
+           read_optional(f[2], &c.ttr_ms, read_int) &&
+           read_optional(f[3], &c.retention_ms, read_int) &&
+           read_optional(f[4], &c.max_attempts, read_uint_as<std::uint32_t>) &&
+           read_optional(f[5], &c.late_share, read_double);
+}
+bool read_fields(const msgpack::object* f, Put& c) {
+    std::uint8_t mode = 0;
+    bool ok = read_string(f[0], &c.queue) && read_string(f[1], &c.key) &&
+              read_string(f[2], &c.payload) && read_optional(f[3], &c.time, read_int) &&
+              read_uint_as(f[4], &mode) && mode <= static_cast<std::uint8_t>(PutMode::update);
+    c.mode = static_cast<PutMode>(mode);
+    return ok;
+}
+bool read_fields(const msgpack::object* f, Delete& c) {
+    return read_string(f[0], &c.queue) && read_string(f[1], &c.key);
+}
+bool read_fields(const msgpack::object* f, Take& c) {
+    return read_string(f[0], &c.queue) && read_uint_as(f[1], &c.count) &&
+           read_optional(f[2], &c.ttr_ms, read_int) && read_uint_as(f[3], &c.session) &&
+           read_bool(f[4], &c.release_on_disconnect);
+}
+bool read_fields(const msgpack::object* f, Touch& c) {
+    return read_string(f[0], &c.queue) && read_string(f[1], &c.key) &&
+           read_uint_as(f[2], &c.lease) && read_optional(f[3], &c.ttr_ms, read_int);
+}
+bool read_fields(const msgpack::object* f, Ack& c) {
+    return read_string(f[0], &c.queue) && read_string(f[1], &c.key) &&
+           read_uint_as(f[2], &c.lease) && read_optional(f[3], &c.payload, read_payload) &&
+           read_optional(f[4], &c.time, read_int);
+}
+bool read_fields(const msgpack::object* f, Release& c) {
+    return read_string(f[0], &c.queue) && read_string(f[1], &c.key) &&
+           read_uint_as(f[2], &c.lease) && read_int(f[3], &c.delay_ms);
+}
+bool read_fields(const msgpack::object* f, Bury& c) {
+    return read_string(f[0], &c.queue) && read_string(f[1], &c.key) &&
+           read_uint_as(f[2], &c.lease);
+}
+bool read_fields(const msgpack::object* f, Kick& c) {
+    return read_string(f[0], &c.queue) && read_uint_as(f[1], &c.count);
+}
+bool read_fields(const msgpack::object* f, ReleaseSession& c) {
+    return read_uint_as(f[0], &c.session);
+}
+
+template <std::size_t I = 0>
+std::optional<Command> decode_alternative(std::uint64_t tag, const msgpack::object* fields) {
+    if constexpr (I < std::variant_size_v<Command>) {
+        using T = std::variant_alternative_t<I, Command>;
+        if (tag != tag_of<T>()) return decode_alternative<I + 1>(tag, fields);
+        T c;
+        if (!read_fields(fields, c)) return std::nullopt;
+        return Command(std::move(c));
+    } else {
+        return std::nullopt;
+    }
+}
+
+}  // namespace
+
+std::string encode_command(const Command& cmd) {
+    msgpack::sbuffer buf;
+    Packer p(buf);
+    std::visit(
+        [&p](const auto& c) {
+            using T = std::decay_t<decltype(c)>;
+            p.pack_array(2 + field_count(tag_of<T>()));
+            p.pack(kFormat);
+            p.pack(tag_of<T>());
+            pack_fields(p, c);
+        },
+        cmd);
+    return std::string(buf.data(), buf.size());
+}
+
+std::optional<Command> decode_command(std::string_view bytes) {
+    const msgpack::unpack_limit limit(/*array=*/16, /*map=*/0,
+                                      /*str=*/detail::kMaxPayloadBytes,
+                                      /*bin=*/detail::kMaxPayloadBytes, /*ext=*/0,
+                                      /*depth=*/2);
+    auto oh = detail::unpack_whole(bytes, limit);
+    if (!oh) return std::nullopt;
+    std::uint32_t n = 0;
+    const msgpack::object* a = detail::array_items(oh->get(), &n);
+    std::uint64_t format = 0, tag = 0;
+    if (n < 2 || !detail::read_uint(a[0], 255, &format) || format != kFormat) return std::nullopt;
+    if (!detail::read_uint(a[1], 255, &tag) || field_count(tag) == 0) return std::nullopt;
+    if (n != 2 + field_count(tag)) return std::nullopt;
+    return decode_alternative(tag, a + 2);
+}
+
+}  // namespace dueq::queue

@@ -1,0 +1,149 @@
+// The inside of Store: queues, their trees, the lookup table, leases and the event
+// calendar. Internal to src/queue; split over store.cpp (commands), store_query.cpp
+// (reads) and task_codec.cpp (persistence).
+#pragma once
+
+#include <limits>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "queue/store.h"
+#include "queue/task.h"
+#include "queue/task_table.h"
+
+namespace dueq::queue::detail {
+
+// Times and durations the store accepts in commands. Bounding them keeps every sum of a
+// time and a duration, and every hlc (time << 16), inside int64.
+inline constexpr Millis kMaxTime = (Millis{1} << 46) - 1;      // ~ year 4200
+inline constexpr Millis kMaxDuration = (Millis{1} << 40) - 1;  // ~ 34 years
+inline constexpr std::int64_t kShareScale = 1'000'000;         // late_share in ppm
+// stats() counts due tasks one by one up to this many (see QueueStats::due_now_capped).
+inline constexpr std::uint64_t kDueCountCap = 10'000;
+inline constexpr Millis kNoEvent = std::numeric_limits<Millis>::max();
+
+inline Millis sat_add(Millis a, Millis b) {
+    Millis r;
+    if (__builtin_add_overflow(a, b, &r)) {
+        return b > 0 ? std::numeric_limits<Millis>::max() : std::numeric_limits<Millis>::min();
+    }
+    return r;
+}
+
+// What a Declare set explicitly; unset fields follow the config (or the defaults).
+struct DeclaredSettings {
+    std::optional<Millis> lead_ms, ttr_ms, retention_ms;
+    std::optional<std::uint32_t> max_attempts;
+    std::optional<double> late_share;
+    bool operator==(const DeclaredSettings&) const = default;
+};
+
+struct Queue {
+    std::string name;
+    std::uint16_t id = 0;
+    DeclaredSettings declared;
+    QueueSettings settings;      // effective: declared over configured over defaults
+    std::int64_t late_ppm = 0;   // settings.late_share in parts per million
+    // Take-order credit for late tasks, in ppm (see pick_for_take). Persisted in meta.
+    std::int64_t late_credit = 0;
+
+    TimeTree ready;    // due order: (time, key)
+    AuxTree delayed;   // (not_before, key)
+    TimeTree buried;   // kick order: (time, key)
+    AuxTree taken;     // (lease_until, key)
+    AuxTree done;      // (done_until, key)
+
+    Millis calendar_at = kNoEvent;  // this queue's entry in Impl::calendar
+
+    ~Queue();
+};
+
+struct LeaseRec {
+    LeaseId lease = 0;
+    SessionId owner = 0;
+    bool release_on_disconnect = false;
+};
+
+// Index of the leases a session holds with release_on_disconnect, in lease order.
+struct SessionLease {
+    SessionId session;
+    LeaseId lease;
+    Task* task;
+    bool operator<(const SessionLease& o) const {
+        return session != o.session ? session < o.session : lease < o.lease;
+    }
+};
+
+// Everything the store holds. Store::Impl is this under the name store.h declares; the
+// state is a detail type of its own so helpers in .cpp files may name it.
+struct StoreState {
+    StoreLimits limits;
+    QueueSettings defaults;
+    std::map<std::string, QueueSettings, std::less<>> configured;
+
+    std::map<std::string, std::unique_ptr<Queue>, std::less<>> queues_by_name;
+    std::vector<Queue*> queues;  // by id; ids are local (not persisted)
+
+    TaskTable table;
+    std::unordered_map<const Task*, LeaseRec> leases;  // lookup only, never iterated
+    std::set<SessionLease> session_leases;
+
+    // (earliest lease_until / not_before / done_until of a queue, queue id): lets
+    // advance() visit only the queues that have something to do.
+    std::set<std::pair<Millis, std::uint16_t>> calendar;
+
+    Millis now = std::numeric_limits<Millis>::min();  // greatest time seen by advance()
+    LeaseId next_lease = 1;
+
+    std::vector<std::pair<std::uint16_t, std::string>> changes;
+
+    explicit StoreState(StoreLimits l) : limits(l) {}
+
+    // ---- queues ----
+    Queue* find_queue(std::string_view name) const;
+    Queue* get_or_create_queue(std::string_view name);  // nullptr if kMaxQueues reached
+    QueueSettings base_settings(std::string_view name) const;
+    void recompute_settings(Queue& q);
+    void update_calendar(Queue& q);
+
+    // ---- tasks ----
+    void link(Queue& q, Task* t);
+    void unlink(Queue& q, Task* t);
+    void mark_changed(Task* t);
+    void bump(Task* t, Millis at);
+    void grant_lease(Task* t, LeaseRec rec);
+    void drop_lease(Task* t);
+    const LeaseRec* lease_of(const Task* t) const;
+    void remove_task(Queue& q, Task* t, bool record_change);
+    void destroy_unlinked(Task* t, bool record_change);  // t is in no tree and holds no lease
+    // Gives an unlinked task a new payload; returns the (possibly moved) record.
+    Task* set_payload(Task* t, std::string_view payload);
+    // Where a task goes after a failed attempt (lease ran out, release, session gone).
+    void after_failed_attempt(Queue& q, Task* t, Millis not_before);
+    Task* pick_for_take(Queue& q, Millis now, bool* contested, bool* late) const;
+
+    // ---- time ----
+    void advance(Millis to);
+    void expire(Queue& q, Millis to);
+
+    // ---- persistence (task_codec.cpp) ----
+    std::string encode_task(const Task& t) const;
+    bool load_task(std::string_view queue, std::string_view key, std::string_view encoded);
+    std::string encode_meta() const;
+    bool load_meta(std::string_view encoded);
+};
+
+}  // namespace dueq::queue::detail
+
+namespace dueq::queue {
+
+struct Store::Impl : detail::StoreState {
+    using StoreState::StoreState;
+};
+
+}  // namespace dueq::queue

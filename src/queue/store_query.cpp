@@ -1,0 +1,172 @@
+// Store: reads. None of these change state; the ones that take `now` answer as if
+// advance(now) had run where that is cheap to do (see each one).
+#include <algorithm>
+
+#include "queue/store_impl.h"
+
+namespace dueq::queue {
+
+using detail::kNoEvent;
+using detail::sat_add;
+using detail::State;
+using Task = detail::Task;
+using Queue = detail::Queue;
+
+QueueSettings Store::settings(std::string_view queue) const {
+    if (const Queue* q = impl_->find_queue(queue)) return q->settings;
+    return impl_->base_settings(queue);
+}
+
+std::optional<TaskView> Store::get(std::string_view queue, std::string_view key) const {
+    const Queue* q = impl_->find_queue(queue);
+    if (q == nullptr) return std::nullopt;
+    const Task* t = impl_->table.find(q->id, key);
+    if (t == nullptr) return std::nullopt;
+    TaskView v;
+    v.queue = q->name;
+    v.key = std::string(t->key());
+    v.payload = std::string(t->payload());
+    v.status = detail::status_of(t->state());
+    v.time = t->time;
+    v.attempts = static_cast<std::uint32_t>(t->attempts);
+    v.version = t->version;
+    v.hlc = t->hlc;
+    switch (t->state()) {
+        case State::taken:
+            if (const detail::LeaseRec* rec = impl_->lease_of(t)) {
+                v.lease = rec->lease;
+                v.owner = rec->owner;
+                v.release_on_disconnect = rec->release_on_disconnect;
+            }
+            v.lease_until = t->aux;
+            break;
+        case State::delayed: v.not_before = t->aux; break;
+        case State::done: v.done_until = t->aux; break;
+        case State::ready:
+        case State::buried: break;
+    }
+    return v;
+}
+
+// Counts reflect the last apply()/advance(); the due figures are computed at `now`.
+QueueStats Store::stats(std::string_view queue, Millis now) const {
+    QueueStats st;
+    const Queue* q = impl_->find_queue(queue);
+    if (q == nullptr) return st;
+    st.ready = q->ready.size() + q->delayed.size();
+    st.taken = q->taken.size();
+    st.buried = q->buried.size();
+    st.done = q->done.size();
+    if (q->ready.empty()) return st;
+    const Task& first = *q->ready.begin();
+    st.next_due = first.time - q->settings.lead_ms;
+    if (first.time < now) st.oldest_late = first.time;
+    // Without order statistics in the tree this is a walk; the cap keeps a stats call on a
+    // ten-million-task store from costing a full scan.
+    const Millis horizon = sat_add(now, q->settings.lead_ms);
+    for (auto it = q->ready.begin(); it != q->ready.end() && it->time <= horizon; ++it) {
+        if (st.due_now == detail::kDueCountCap) {
+            st.due_now_capped = true;
+            break;
+        }
+        ++st.due_now;
+    }
+    return st;
+}
+
+std::vector<std::string> Store::queue_names() const {
+    std::vector<std::string> names;
+    auto a = impl_->queues_by_name.begin();
+    auto b = impl_->configured.begin();
+    // Both maps are sorted: merge them without duplicates.
+    while (a != impl_->queues_by_name.end() || b != impl_->configured.end()) {
+        if (b == impl_->configured.end() ||
+            (a != impl_->queues_by_name.end() && a->first < b->first)) {
+            names.push_back((a++)->first);
+        } else if (a == impl_->queues_by_name.end() || b->first < a->first) {
+            names.push_back((b++)->first);
+        } else {
+            names.push_back(a->first);
+            ++a;
+            ++b;
+        }
+    }
+    return names;
+}
+
+std::size_t Store::task_count() const { return impl_->table.size(); }
+
+namespace {
+
+// Earliest event in one queue strictly after `now`. Transitions already due at `now`
+// but not yet applied by advance() are not events "after now"; has_due() sees them.
+Millis next_event_in(const Queue& q, Millis now) {
+    Millis at = kNoEvent;
+    const Millis horizon = sat_add(now, q.settings.lead_ms);
+    auto r = q.ready.upper_bound(horizon, detail::TimeProbe{});
+    if (r != q.ready.end()) at = std::min(at, r->time - q.settings.lead_ms);
+    for (const detail::AuxTree* tree : {&q.taken, &q.delayed, &q.done}) {
+        auto it = tree->upper_bound(now, detail::AuxProbe{});
+        if (it != tree->end()) at = std::min(at, it->aux);
+    }
+    return at;
+}
+
+}  // namespace
+
+std::optional<Millis> Store::next_event(std::string_view queue, Millis now) const {
+    const Queue* q = impl_->find_queue(queue);
+    if (q == nullptr) return std::nullopt;
+    Millis at = next_event_in(*q, now);
+    if (at == kNoEvent) return std::nullopt;
+    return at;
+}
+
+std::optional<Millis> Store::next_event_any(Millis now) const {
+    Millis at = kNoEvent;
+    for (const Queue* q : impl_->queues) at = std::min(at, next_event_in(*q, now));
+    if (at == kNoEvent) return std::nullopt;
+    return at;
+}
+
+bool Store::has_due(std::string_view queue, Millis now) const {
+    const Queue* q = impl_->find_queue(queue);
+    if (q == nullptr) return false;
+    now = std::max(now, impl_->now);
+    const Millis horizon = sat_add(now, q->settings.lead_ms);
+    if (!q->ready.empty() && q->ready.begin()->time <= horizon) return true;
+    // Transitions advance(now) would make first. After advance(now) both loops end at
+    // once; before it they cost one step per pending transition, which the next apply
+    // pays anyway.
+    const std::uint32_t max = q->settings.max_attempts;
+    for (auto it = q->taken.begin(); it != q->taken.end() && it->aux <= now; ++it) {
+        bool buries = max != 0 && it->attempts >= max;
+        if (!buries && it->time <= horizon) return true;
+    }
+    for (auto it = q->delayed.begin(); it != q->delayed.end() && it->aux <= now; ++it) {
+        if (it->time <= horizon) return true;
+    }
+    return false;
+}
+
+std::size_t Store::overhead_bytes() const {
+    // Node sizes of the standard containers are estimates (three pointers and a color
+    // for a tree node, one pointer plus the hash for an unordered node).
+    constexpr std::size_t kTreeNode = 32;
+    constexpr std::size_t kHashNode = 16;
+    const Impl& s = *impl_;
+    std::size_t bytes = sizeof(Impl);
+    bytes += s.table.size() * sizeof(Task) + s.table.memory_bytes();
+    bytes += s.leases.size() * (kHashNode + sizeof(const Task*) + sizeof(detail::LeaseRec));
+    bytes += s.leases.bucket_count() * sizeof(void*);
+    bytes += s.session_leases.size() * (kTreeNode + sizeof(detail::SessionLease));
+    bytes += s.calendar.size() * (kTreeNode + sizeof(std::pair<Millis, std::uint16_t>));
+    bytes += s.changes.capacity() * sizeof(s.changes[0]);
+    for (const auto& c : s.changes) bytes += c.second.capacity() > 15 ? c.second.capacity() : 0;
+    for (const Queue* q : s.queues) {
+        bytes += sizeof(Queue) + q->name.capacity() + kTreeNode + sizeof(void*);
+    }
+    return bytes;
+}
+
+}  // namespace dueq::queue

@@ -1,0 +1,243 @@
+// Store: persistence. The encodings of a task and of the store's meta record, the change
+// list storage drains, and loading both back on restart.
+//
+// task (queue and key are the storage key, not repeated here):
+//   [1, state, time, aux, hlc, version, attempts, payload(bin)]            not taken
+//   [1, state, time, aux, hlc, version, attempts, payload, lease, owner, rod]  taken
+//   state: 0 ready, 1 taken, 2 buried, 3 done, 4 ready but held back until aux
+// meta:
+//   [1, now, next_lease, [[queue, lead_ms, ttr_ms, retention_ms, max_attempts,
+//                          late_share, late_credit], ...]]   (settings nil = not declared)
+#include "queue/msgpack_fields.h"
+#include "queue/store_impl.h"
+
+namespace dueq::queue {
+
+using detail::State;
+using Task = detail::Task;
+using Queue = detail::Queue;
+
+namespace {
+
+constexpr std::uint64_t kTaskFormat = 1;
+constexpr std::uint64_t kMetaFormat = 1;
+
+msgpack::unpack_limit task_limits() {
+    return msgpack::unpack_limit(/*array=*/16, /*map=*/0, /*str=*/detail::kMaxPayloadBytes,
+                                 /*bin=*/detail::kMaxPayloadBytes, /*ext=*/0, /*depth=*/2);
+}
+
+msgpack::unpack_limit meta_limits() {
+    return msgpack::unpack_limit(/*array=*/detail::kMaxQueues + 1, /*map=*/0,
+                                 /*str=*/detail::kMaxKeyBytes, /*bin=*/detail::kMaxKeyBytes,
+                                 /*ext=*/0, /*depth=*/4);
+}
+
+struct DecodedTask {
+    State state = State::ready;
+    Millis time = 0, aux = 0;
+    std::uint64_t hlc = 0, version = 0, attempts = 0;
+    std::string_view payload;
+    detail::LeaseRec lease;
+};
+
+bool decode_task(const msgpack::object& root, DecodedTask* d) {
+    std::uint32_t n = 0;
+    const msgpack::object* a = detail::array_items(root, &n);
+    if (n != 8 && n != 11) return false;
+    std::uint64_t format = 0, state = 0;
+    if (!detail::read_uint(a[0], 255, &format) || format != kTaskFormat) return false;
+    if (!detail::read_uint(a[1], 4, &state)) return false;
+    d->state = static_cast<State>(state);
+    if (!detail::read_int(a[2], &d->time) || !detail::read_int(a[3], &d->aux)) return false;
+    if (!detail::read_uint(a[4], UINT64_MAX, &d->hlc)) return false;
+    if (!detail::read_uint(a[5], detail::kMaxVersion, &d->version)) return false;
+    if (!detail::read_uint(a[6], detail::kMaxAttemptsCount, &d->attempts)) return false;
+    if (!detail::read_bytes(a[7], &d->payload)) return false;
+    const bool taken = d->state == State::taken;
+    if (taken != (n == 11)) return false;
+    if (taken) {
+        if (!detail::read_uint(a[8], UINT64_MAX, &d->lease.lease) ||
+            !detail::read_uint(a[9], UINT64_MAX, &d->lease.owner) ||
+            !detail::read_bool(a[10], &d->lease.release_on_disconnect)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+struct DecodedQueue {
+    std::string name;
+    detail::DeclaredSettings declared;
+    std::int64_t late_credit = 0;
+};
+
+bool decode_queue(const msgpack::object& o, DecodedQueue* q) {
+    std::uint32_t n = 0;
+    const msgpack::object* a = detail::array_items(o, &n);
+    if (n != 7) return false;
+    auto& d = q->declared;
+    return detail::read_string(a[0], &q->name) && !q->name.empty() &&
+           detail::read_optional(a[1], &d.lead_ms, detail::read_int) &&
+           detail::read_optional(a[2], &d.ttr_ms, detail::read_int) &&
+           detail::read_optional(a[3], &d.retention_ms, detail::read_int) &&
+           detail::read_optional(a[4], &d.max_attempts, detail::read_uint_as<std::uint32_t>) &&
+           detail::read_optional(a[5], &d.late_share, detail::read_double) &&
+           detail::read_int(a[6], &q->late_credit);
+}
+
+}  // namespace
+
+std::string detail::StoreState::encode_task(const Task& t) const {
+    msgpack::sbuffer buf(64 + t.payload_len);
+    detail::Packer p(buf);
+    const detail::LeaseRec* rec = t.state() == State::taken ? lease_of(&t) : nullptr;
+    p.pack_array(rec ? 11 : 8);
+    p.pack(kTaskFormat);
+    p.pack(static_cast<std::uint64_t>(t.state()));
+    p.pack(t.time);
+    p.pack(t.aux);
+    p.pack(t.hlc);
+    p.pack(static_cast<std::uint64_t>(t.version));
+    p.pack(static_cast<std::uint64_t>(t.attempts));
+    detail::pack_bytes(p, t.payload());
+    if (rec) {
+        p.pack(rec->lease);
+        p.pack(rec->owner);
+        p.pack(rec->release_on_disconnect);
+    }
+    return std::string(buf.data(), buf.size());
+}
+
+bool detail::StoreState::load_task(std::string_view queue, std::string_view key,
+                            std::string_view encoded) {
+    if (queue.empty() || queue.size() > detail::kMaxKeyBytes) return false;
+    if (key.empty() || key.size() > detail::kMaxKeyBytes) return false;
+    auto oh = detail::unpack_whole(encoded, task_limits());
+    if (!oh) return false;
+    DecodedTask d;
+    if (!decode_task(oh->get(), &d)) return false;
+    if (d.payload.size() > detail::kMaxPayloadBytes) return false;
+    Queue* q = get_or_create_queue(queue);
+    if (q == nullptr) return false;
+    if (Task* old = table.find(q->id, key)) remove_task(*q, old, false);
+    Task* t = Task::create(q->id, key, d.payload);
+    t->time = d.time;
+    t->aux = d.aux;
+    t->hlc = d.hlc;
+    t->version = d.version;
+    t->attempts = d.attempts;
+    t->set_state(d.state);
+    table.insert(t);
+    link(*q, t);
+    if (d.state == State::taken) {
+        grant_lease(t, d.lease);
+        // Meta and tasks are written together, so this only matters for a meta that is
+        // missing: lease ids must never be handed out twice.
+        if (d.lease.lease >= next_lease) next_lease = d.lease.lease + 1;
+    }
+    update_calendar(*q);
+    return true;
+}
+
+std::string detail::StoreState::encode_meta() const {
+    msgpack::sbuffer buf;
+    detail::Packer p(buf);
+    p.pack_array(4);
+    p.pack(kMetaFormat);
+    p.pack(now);
+    p.pack(next_lease);
+    p.pack_array(static_cast<std::uint32_t>(queues_by_name.size()));
+    for (const auto& [name, q] : queues_by_name) {
+        p.pack_array(7);
+        detail::pack_text(p, name);
+        const auto& d = q->declared;
+        detail::pack_optional(p, d.lead_ms);
+        detail::pack_optional(p, d.ttr_ms);
+        detail::pack_optional(p, d.retention_ms);
+        detail::pack_optional(p, d.max_attempts);
+        detail::pack_optional(p, d.late_share);
+        p.pack(q->late_credit);
+    }
+    return std::string(buf.data(), buf.size());
+}
+
+bool detail::StoreState::load_meta(std::string_view encoded) {
+    auto oh = detail::unpack_whole(encoded, meta_limits());
+    if (!oh) return false;
+    std::uint32_t n = 0;
+    const msgpack::object* a = detail::array_items(oh->get(), &n);
+    if (n != 4) return false;
+    std::uint64_t format = 0, lease = 0;
+    Millis at = 0;
+    if (!detail::read_uint(a[0], 255, &format) || format != kMetaFormat) return false;
+    if (!detail::read_int(a[1], &at) || !detail::read_uint(a[2], UINT64_MAX, &lease)) {
+        return false;
+    }
+    std::uint32_t nq = 0;
+    const msgpack::object* qs = detail::array_items(a[3], &nq);
+    if (a[3].type != msgpack::type::ARRAY) return false;
+    std::vector<DecodedQueue> decoded(nq);
+    for (std::uint32_t i = 0; i < nq; ++i) {
+        if (!decode_queue(qs[i], &decoded[i])) return false;
+    }
+    // Everything decoded: only now touch the store.
+    for (auto& dq : decoded) {
+        if (find_queue(dq.name) == nullptr && queues.size() >= detail::kMaxQueues) return false;
+    }
+    now = std::max(now, at);
+    next_lease = std::max(next_lease, lease);
+    for (auto& dq : decoded) {
+        Queue* q = get_or_create_queue(dq.name);
+        q->declared = dq.declared;
+        q->late_credit = dq.late_credit;
+        recompute_settings(*q);
+    }
+    return true;
+}
+
+// ---------------------------------------------------------------- Store
+
+void Store::drain_changes(
+    const std::function<void(std::string_view queue, std::string_view key,
+                             const std::optional<std::string>& encoded_task)>& fn) {
+    std::vector<std::pair<std::uint16_t, std::string>> changes;
+    changes.swap(impl_->changes);
+    // A key is listed once per time it went from clean to changed; a task that is there
+    // and already clean was reported by an earlier entry of this same drain.
+    for (const auto& [queue_id, key] : changes) {
+        const Queue& q = *impl_->queues[queue_id];
+        Task* t = impl_->table.find(queue_id, key);
+        if (t == nullptr) {
+            fn(q.name, key, std::nullopt);
+        } else if (t->dirty) {
+            t->dirty = 0;
+            fn(q.name, key, impl_->encode_task(*t));
+        }
+    }
+}
+
+std::string Store::encode_meta() const { return impl_->encode_meta(); }
+
+bool Store::load_meta(std::string_view encoded) { return impl_->load_meta(encoded); }
+
+bool Store::load_task(std::string_view queue, std::string_view key, std::string_view encoded) {
+    return impl_->load_task(queue, key, encoded);
+}
+
+void Store::for_each_task(
+    const std::function<void(std::string_view queue, std::string_view key,
+                             std::string_view encoded_task)>& fn) const {
+    for (const auto& [name, q] : impl_->queues_by_name) {
+        auto each = [&](const auto& tree) {
+            for (const Task& t : tree) fn(name, t.key(), impl_->encode_task(t));
+        };
+        each(q->ready);
+        each(q->delayed);
+        each(q->taken);
+        each(q->buried);
+        each(q->done);
+    }
+}
+
+}  // namespace dueq::queue
