@@ -12,10 +12,20 @@ namespace asio = boost::asio;
 using net::Op;
 using queue::Code;
 
+namespace {
+queue::StoreLimits store_limits(const net::Limits& l) {
+    queue::StoreLimits s;
+    s.max_key_bytes = l.max_key_bytes;
+    s.max_payload_bytes = l.max_payload_bytes;
+    s.max_take_count = l.max_take_count;
+    s.max_queue_name_bytes = l.max_queue_name_bytes;
+    return s;
+}
+}  // namespace
+
 Node::Node(asio::io_context& io, Config config)
     : io_(io), config_(std::move(config)),
-      store_(queue::StoreLimits{config_.limits.max_key_bytes, config_.limits.max_payload_bytes,
-                                config_.limits.max_take_count, config_.limits.max_queue_name_bytes}),
+      store_(store_limits(config_.limits)),
       timer_(io) {
     store_.set_default_settings(config_.queue_defaults);
     for (const auto& [name, s] : config_.queues) store_.configure_queue(name, s);

@@ -68,19 +68,25 @@ TEST_CASE("validate refuses truncation, trailing bytes, 0xc1 and deep nesting") 
 }
 
 TEST_CASE("scalar readers convert only where the value fits") {
-    auto v = read_value(packed(-3));
-    CHECK(v.as_int() == -3);
-    CHECK_FALSE(v.as_uint().has_value());
-    auto big = read_value(packed(std::uint64_t(1) << 63));
-    CHECK(big.as_uint() == (std::uint64_t(1) << 63));
-    CHECK_FALSE(big.as_int().has_value());
-    CHECK(read_value(packed(0.25)).as_number() == 0.25);
-    CHECK_FALSE(read_value(packed(0.25)).as_int().has_value());
-    CHECK(read_value(packed(std::string("hi"))).as_str() == "hi");
-    CHECK_FALSE(read_value(packed(5)).as_str().has_value());
-    CHECK(read_value(packed(true)).as_bool() == true);
-    CHECK(read_value(packed(std::int16_t(-300))).as_int() == -300);
-    CHECK(read_value(packed(std::int32_t(-70000))).as_int() == -70000);
+    // MsgValue views its buffer: keep each encoding alive while reading it.
+    auto check = [](const std::string& bytes, auto&& fn) { fn(read_value(bytes)); };
+    check(packed(-3), [](MsgValue v) {
+        CHECK(v.as_int() == -3);
+        CHECK_FALSE(v.as_uint().has_value());
+    });
+    check(packed(std::uint64_t(1) << 63), [](MsgValue v) {
+        CHECK(v.as_uint() == (std::uint64_t(1) << 63));
+        CHECK_FALSE(v.as_int().has_value());
+    });
+    check(packed(0.25), [](MsgValue v) {
+        CHECK(v.as_number() == 0.25);
+        CHECK_FALSE(v.as_int().has_value());
+    });
+    check(packed(std::string("hi")), [](MsgValue v) { CHECK(v.as_str() == "hi"); });
+    check(packed(5), [](MsgValue v) { CHECK_FALSE(v.as_str().has_value()); });
+    check(packed(true), [](MsgValue v) { CHECK(v.as_bool() == true); });
+    check(packed(std::int16_t(-300)), [](MsgValue v) { CHECK(v.as_int() == -300); });
+    check(packed(std::int32_t(-70000)), [](MsgValue v) { CHECK(v.as_int() == -70000); });
 }
 
 TEST_CASE("MapReader walks entries with their encoded extents") {

@@ -1,6 +1,7 @@
 #include "node/support.h"
 
 #include <catch2/catch.hpp>
+#include <spdlog/spdlog.h>
 
 #include <future>
 #include <random>
@@ -28,6 +29,7 @@ node::Config TestNode::config_for(const std::string& name) {
 }
 
 TestNode::TestNode(node::Config config) : io_(1) {
+    spdlog::set_level(spdlog::level::warn);  // one node per test case: keep the output readable
     node_ = std::make_unique<node::Node>(io_, std::move(config));
     auto err = node_->start();
     if (err) FAIL("node failed to start: " << *err);
