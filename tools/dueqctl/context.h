@@ -1,0 +1,42 @@
+// What every dueqctl subcommand shares: the global options and the one Client.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "client/client.h"
+
+namespace dueq::dueqctl {
+
+struct Context {
+    std::vector<std::string> addrs;
+    std::string timeout = "5s";
+    bool json = false;
+    int64_t timeout_ms = 5000;  // parsed from `timeout` before the action runs
+
+    // Set by the chosen subcommand's parse callback; main runs it once parsing is done.
+    std::function<int()> action;
+
+    client::Client& client();  // created on first use from addrs/timeout
+    client::CallOptions call_options() const;
+
+private:
+    std::unique_ptr<client::Client> client_;
+};
+
+// Parses a time/duration option value; on error prints it and returns false.
+bool parse_time_arg(const std::string& what, const std::string& text, int64_t* out);
+bool parse_duration_arg(const std::string& what, const std::string& text, int64_t* out);
+// JSON text -> msgpack payload; on error prints it and returns false.
+bool parse_payload_arg(const std::string& text, std::string* out);
+
+inline constexpr int kExitUsage = 2;
+
+void add_op_commands(CLI::App& app, Context& ctx);
+void add_worker_command(CLI::App& app, Context& ctx);
+
+}  // namespace dueq::dueqctl
