@@ -31,11 +31,10 @@ std::string body_of(const Json& j) {
 TEST_CASE("ping encodes to the documented bytes", "[codec]") {
     auto frame = encode_request(PingRequest{}, 1);
     REQUIRE(frame.ok());
-    // 4-byte length 13, fixmap(2), "op" "ping", "id" 1 (the example in docs/protocol.md)
-    const std::string want("\x00\x00\x00\x0d\x82\xa2op\xa4ping\xa2id\xcf\x00\x00\x00\x00\x00\x00\x00\x01", 4 + 22);
+    // 4-byte length 13, fixmap(2), "op" "ping", "id" 1: the example in docs/protocol.md.
+    const std::string want("\x00\x00\x00\x0d\x82\xa2op\xa4ping\xa2id\x01", 17);
+    CHECK(*frame == want);
     CHECK(request_json(*frame) == Json({{"op", "ping"}, {"id", 1}}));
-    CHECK(frame->size() >= 4 + 13);
-    (void)want;
 }
 
 TEST_CASE("put carries only the fields that were set", "[codec]") {
