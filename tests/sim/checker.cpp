@@ -1,0 +1,250 @@
+#include "sim/checker.h"
+
+#include <sstream>
+
+#include "sim/state_machine.h"
+
+namespace dueq::sim {
+
+using raft::Index;
+using raft::NodeId;
+using raft::Role;
+using raft::Term;
+
+namespace {
+template <class... Args>
+std::string cat(Args&&... args) {
+    std::ostringstream os;
+    (os << ... << args);
+    return os.str();
+}
+
+struct LastEntry {
+    Term term;
+    Index index;
+};
+
+LastEntry durable_last(const raft::MemoryStorage& s) {
+    Index last = s.last_index();
+    auto t = s.term(last);
+    return {t ? t.value() : 0, last};
+}
+
+// §3.6.1 ordering: is log a at least as up-to-date as log b?
+bool at_least_as_up_to_date(LastEntry a, LastEntry b) {
+    return a.term > b.term || (a.term == b.term && a.index >= b.index);
+}
+
+// Does the durable log hold (index, term)? Entries behind its snapshot count as held:
+// a snapshot covers only committed entries, which the checker verifies separately.
+bool durable_holds(const raft::MemoryStorage& s, Index index, Term term) {
+    if (index <= s.snapshot().meta.index) return true;
+    auto t = s.term(index);
+    return t && t.value() == term;
+}
+
+bool memory_holds(const raft::Raft& r, Index index, Term term) {
+    auto t = r.log().term(index);
+    if (t) return t.value() == term;
+    return t.error() == raft::Error::compacted;
+}
+}  // namespace
+
+void Checker::fail(const std::string& what) {
+    if (failure_.empty()) failure_ = cat("t=", now_us_ / 1000, ".", now_us_ % 1000 / 100, "ms: ", what);
+}
+
+const NodeView& Checker::view(NodeId id) const {
+    for (const auto& v : nodes_) {
+        if (v.id == id) return v;
+    }
+    return nodes_.front();
+}
+
+void Checker::set_raft(NodeId id, const raft::Raft* r) {
+    for (auto& v : nodes_) {
+        if (v.id == id) v.raft = r;
+    }
+}
+
+void Checker::on_start(NodeId id) {
+    NodeTrack& t = track(id);
+    const auto& st = *view(id).storage;
+    t = NodeTrack{};
+    t.term = st.hard_state().term;
+    t.applied = st.snapshot().meta.index;
+    t.applied_time = st.snapshot().meta.time;
+    t.commit = view(id).raft ? view(id).raft->log().committed() : 0;
+}
+
+void Checker::after_step(NodeId id) {
+    const raft::Raft* r = view(id).raft;
+    if (!r) return;
+    NodeTrack& t = track(id);
+    if (r->term() < t.term) fail(cat("node ", id, " term went back from ", t.term, " to ", r->term()));
+    Index commit = r->log().committed();
+    if (commit > r->log().last_index()) {
+        fail(cat("node ", id, " commit ", commit, " beyond last index ", r->log().last_index()));
+    }
+    if (commit < t.commit) fail(cat("node ", id, " commit went back from ", t.commit, " to ", commit));
+
+    if (r->role() == Role::leader) {
+        auto [it, inserted] = leaders_.emplace(r->term(), id);
+        if (!inserted && it->second != id) {
+            fail(cat("two leaders in term ", r->term(), ": nodes ", it->second, " and ", id));
+        }
+        if (t.role != Role::leader || t.term != r->term()) check_leader_completeness(id);
+    }
+    if (commit > t.commit) {
+        record_commit(id, t.commit + 1, commit);
+        if (r->role() == Role::leader) check_commit_safe(id, commit);
+    }
+    t.term = r->term();
+    t.role = r->role();
+    t.commit = commit;
+}
+
+void Checker::record_commit(NodeId id, Index from, Index to) {
+    const raft::Raft& r = *view(id).raft;
+    if (committed_.size() <= to) committed_.resize(to + 1, 0);
+    for (Index i = from; i <= to; ++i) {
+        auto term = r.log().term(i);
+        if (!term) continue;  // behind a snapshot: committed by whoever made it
+        Term& known = committed_[i];
+        if (known == 0) {
+            known = term.value();
+        } else if (known != term.value()) {
+            fail(cat("committed entry changed at index ", i, ": term ", known, " before, node ", id,
+                     " now commits term ", term.value()));
+            return;
+        }
+    }
+}
+
+void Checker::check_leader_completeness(NodeId id) {
+    // §3.6.3 Leader Completeness: a new leader holds every committed entry.
+    const raft::Raft& r = *view(id).raft;
+    for (Index i = r.log().first_index(); i < committed_.size(); ++i) {
+        if (committed_[i] == 0) continue;
+        auto t = r.log().term(i);
+        if (!t || t.value() != committed_[i]) {
+            fail(cat("leader completeness: node ", id, " leads term ", r.term(), " without committed entry ",
+                     i, " (term ", committed_[i], "; its log has ", t ? t.value() : 0, ")"));
+            return;
+        }
+    }
+}
+
+void Checker::check_commit_safe(NodeId id, Index index) {
+    // The moment an entry is committed, no node that lacks it may be able to win an
+    // election: votes from a majority whose (durable) logs are not more up-to-date than
+    // its own. This sees a Figure 8 commit before anybody exploits it.
+    Term term = committed_term(index);
+    if (term == 0) return;
+    std::size_t quorum = nodes_.size() / 2 + 1;
+    for (const auto& x : nodes_) {
+        std::vector<LastEntry> candidates;
+        if (!durable_holds(*x.storage, index, term)) candidates.push_back(durable_last(*x.storage));
+        if (x.raft && !memory_holds(*x.raft, index, term)) {
+            candidates.push_back({x.raft->log().last_term(), x.raft->log().last_index()});
+        }
+        for (LastEntry c : candidates) {
+            std::size_t voters = 0;
+            for (const auto& v : nodes_) voters += at_least_as_up_to_date(c, durable_last(*v.storage)) ? 1 : 0;
+            if (voters >= quorum) {
+                fail(cat("unsafe commit: leader ", id, " committed index ", index, " (term ", term,
+                         ") but node ", x.id, " lacks it and could win an election with log (",
+                         c.term, ",", c.index, ")"));
+                return;
+            }
+        }
+    }
+}
+
+void Checker::on_persist(NodeId id, const raft::Ready& rd) {
+    const auto& st = *view(id).storage;
+    if (rd.hard_state) {
+        const raft::HardState old = st.hard_state();
+        const raft::HardState& hs = *rd.hard_state;
+        if (hs.term < old.term) fail(cat("node ", id, " persisted term ", hs.term, " < ", old.term));
+        if (hs.term == old.term && old.vote != 0 && hs.vote != old.vote) {
+            fail(cat("node ", id, " changed its persisted vote in term ", hs.term));
+        }
+    }
+    // Log Matching (§3.5): the same (index, term) anywhere means the same entry after
+    // the same history. Checked inductively: same payload and same previous term.
+    for (std::size_t k = 0; k < rd.entries.size(); ++k) {
+        const raft::Entry& e = rd.entries[k];
+        Term prev_term;
+        if (k > 0) {
+            prev_term = rd.entries[k - 1].term;
+        } else if (rd.snapshot && rd.snapshot->meta.index + 1 == e.index) {
+            prev_term = rd.snapshot->meta.term;
+        } else {
+            auto t = st.term(e.index - 1);
+            prev_term = t ? t.value() : 0;
+        }
+        LogValue v{fnv1a(e.data), prev_term};
+        auto [it, inserted] = log_entries_.emplace(LogKey{e.index, e.term}, v);
+        if (!inserted && (it->second.data_hash != v.data_hash || it->second.prev_term != v.prev_term)) {
+            fail(cat("log matching: node ", id, " stores a different entry at index ", e.index, " term ",
+                     e.term));
+        }
+    }
+}
+
+void Checker::on_send(const raft::Message& m) {
+    if (m.type != raft::MessageType::vote_resp || m.reject) return;
+    // Figure 3.1: votedFor is on stable storage before the vote is granted.
+    const raft::HardState hs = view(m.from).storage->hard_state();
+    if (hs.term != m.term || hs.vote != m.to) {
+        fail(cat("node ", m.from, " granted its vote in term ", m.term, " to ", m.to,
+                 " before persisting it (disk: term ", hs.term, " vote ", hs.vote, ")"));
+    }
+    auto [it, inserted] = votes_.emplace(std::make_pair(m.from, m.term), m.to);
+    if (!inserted && it->second != m.to) {
+        fail(cat("node ", m.from, " voted for both ", it->second, " and ", m.to, " in term ", m.term));
+    }
+}
+
+void Checker::on_apply(NodeId id, const raft::Entry& e, std::uint64_t digest) {
+    NodeTrack& t = track(id);
+    if (e.index != t.applied + 1) {
+        fail(cat("node ", id, " applied index ", e.index, " after ", t.applied));
+        return;
+    }
+    if (committed_term(e.index) != e.term) {
+        fail(cat("node ", id, " applied entry ", e.index, " (term ", e.term, ") that is not committed"));
+    }
+    if (e.time < t.applied_time) {
+        fail(cat("log time went back at index ", e.index, ": ", e.time, " < ", t.applied_time));
+    }
+    if (applied_.size() <= e.index) applied_.resize(e.index + 1, {0, 0});
+    Applied& a = applied_[e.index];
+    if (a.term == 0) {
+        a = {e.term, digest};
+    } else if (a.term != e.term || a.digest != digest) {
+        fail(cat("node ", id, " applied a different sequence: index ", e.index, " term ", e.term,
+                 " vs term ", a.term, " applied elsewhere"));
+    }
+    t.applied = e.index;
+    t.applied_time = e.time;
+}
+
+void Checker::on_install(NodeId id, const raft::SnapshotMeta& meta, std::uint64_t digest) {
+    NodeTrack& t = track(id);
+    if (meta.index < applied_.size() && applied_[meta.index].term != 0 &&
+        applied_[meta.index].digest != digest) {
+        fail(cat("node ", id, " installed a snapshot at ", meta.index, " that differs from what was applied"));
+    }
+    if (committed_term(meta.index) != 0 && committed_term(meta.index) != meta.term) {
+        fail(cat("node ", id, " installed a snapshot of an uncommitted entry ", meta.index));
+    }
+    if (meta.time < t.applied_time && meta.index >= t.applied) {
+        fail(cat("log time went back with a snapshot at index ", meta.index));
+    }
+    t.applied = meta.index;
+    t.applied_time = meta.time;
+}
+
+}  // namespace dueq::sim
