@@ -1,0 +1,170 @@
+// The log encoding of commands: every command round-trips field for field, and bytes
+// that are not a command of this format decode to nullopt instead of throwing.
+#include <catch2/catch.hpp>
+
+#include <msgpack.hpp>
+
+#include "queue/command_codec.h"
+
+using namespace dueq::queue;
+
+namespace {
+
+template <class T>
+T round_trip(const T& c) {
+    std::string bytes = encode_command(c);
+    std::optional<Command> d = decode_command(bytes);
+    REQUIRE(d.has_value());
+    REQUIRE(std::holds_alternative<T>(*d));
+    CHECK(encode_command(*d) == bytes);
+    return std::get<T>(*d);
+}
+
+const std::string kBinary("k\0\xff\x80 y", 6);
+
+}  // namespace
+
+TEST_CASE("Declare round-trips, with and without each field", "[queue][codec]") {
+    Declare d{"queue"};
+    Declare e = round_trip(d);
+    CHECK(e.queue == "queue");
+    CHECK_FALSE(e.lead_ms);
+    CHECK_FALSE(e.ttr_ms);
+    CHECK_FALSE(e.retention_ms);
+    CHECK_FALSE(e.max_attempts);
+    CHECK_FALSE(e.late_share);
+    d.lead_ms = 1;
+    d.ttr_ms = 2;
+    d.retention_ms = 3;
+    d.max_attempts = 4;
+    d.late_share = 0.125;
+    e = round_trip(d);
+    CHECK(e.lead_ms == 1);
+    CHECK(e.ttr_ms == 2);
+    CHECK(e.retention_ms == 3);
+    CHECK(e.max_attempts == 4);
+    CHECK(e.late_share == 0.125);
+}
+
+TEST_CASE("Put round-trips binary keys and payloads and every mode", "[queue][codec]") {
+    for (PutMode mode : {PutMode::upsert, PutMode::insert, PutMode::update}) {
+        Put p{"q", kBinary, std::string("\x93\x01\x02\x03", 4), std::nullopt, mode};
+        Put e = round_trip(p);
+        CHECK(e.queue == "q");
+        CHECK(e.key == kBinary);
+        CHECK(e.payload == p.payload);
+        CHECK_FALSE(e.time);
+        CHECK(e.mode == mode);
+    }
+    Put p{"q", "k", "", -42};
+    CHECK(round_trip(p).time == -42);
+    p.time = INT64_MAX;
+    CHECK(round_trip(p).time == INT64_MAX);
+}
+
+TEST_CASE("Delete, Bury, Kick and ReleaseSession round-trip", "[queue][codec]") {
+    Delete d = round_trip(Delete{"q", kBinary});
+    CHECK(d.queue == "q");
+    CHECK(d.key == kBinary);
+    Bury b = round_trip(Bury{"q", "k", UINT64_MAX});
+    CHECK(b.key == "k");
+    CHECK(b.lease == UINT64_MAX);
+    Kick k = round_trip(Kick{"q", 77});
+    CHECK(k.queue == "q");
+    CHECK(k.count == 77);
+    CHECK(round_trip(ReleaseSession{123456789012345ULL}).session == 123456789012345ULL);
+}
+
+TEST_CASE("Take round-trips", "[queue][codec]") {
+    Take t{"q", 5, std::nullopt, 9, false};
+    Take e = round_trip(t);
+    CHECK(e.queue == "q");
+    CHECK(e.count == 5);
+    CHECK_FALSE(e.ttr_ms);
+    CHECK(e.session == 9);
+    CHECK_FALSE(e.release_on_disconnect);
+    t.ttr_ms = 30'000;
+    t.release_on_disconnect = true;
+    e = round_trip(t);
+    CHECK(e.ttr_ms == 30'000);
+    CHECK(e.release_on_disconnect);
+}
+
+TEST_CASE("Touch, Ack and Release round-trip", "[queue][codec]") {
+    Touch t = round_trip(Touch{"q", "k", 3, 1500});
+    CHECK(t.lease == 3);
+    CHECK(t.ttr_ms == 1500);
+    CHECK_FALSE(round_trip(Touch{"q", "k", 3}).ttr_ms);
+
+    Ack a = round_trip(Ack{"q", "k", 4});
+    CHECK(a.lease == 4);
+    CHECK_FALSE(a.payload);
+    CHECK_FALSE(a.time);
+    a = round_trip(Ack{"q", "k", 4, std::string(), 99});
+    REQUIRE(a.payload);
+    CHECK(a.payload->empty());  // an empty payload is not an absent one
+    CHECK(a.time == 99);
+
+    Release r = round_trip(Release{"q", "k", 5, 250});
+    CHECK(r.lease == 5);
+    CHECK(r.delay_ms == 250);
+}
+
+TEST_CASE("large payloads round-trip", "[queue][codec]") {
+    std::string big(1 << 20, '\x42');
+    CHECK(round_trip(Put{"q", "k", big}).payload == big);
+}
+
+TEST_CASE("the encoding is [format, tag, fields...]", "[queue][codec]") {
+    std::string bytes = encode_command(Kick{"q", 2});
+    msgpack::object_handle oh = msgpack::unpack(bytes.data(), bytes.size());
+    const msgpack::object& o = oh.get();
+    REQUIRE(o.type == msgpack::type::ARRAY);
+    REQUIRE(o.via.array.size == 4);
+    CHECK(o.via.array.ptr[0].as<int>() == 1);
+    CHECK(o.via.array.ptr[1].as<int>() == 9);
+    CHECK(o.via.array.ptr[2].as<std::string>() == "q");
+    CHECK(o.via.array.ptr[3].as<int>() == 2);
+}
+
+TEST_CASE("bytes that are not a command decode to nullopt", "[queue][codec]") {
+    auto encode = [](auto... items) {
+        msgpack::sbuffer buf;
+        msgpack::pack(buf, std::make_tuple(items...));
+        return std::string(buf.data(), buf.size());
+    };
+    CHECK_FALSE(decode_command(""));
+    CHECK_FALSE(decode_command("\xc1"));                      // never-used byte
+    CHECK_FALSE(decode_command(std::string("\x92\x01", 2)));  // truncated
+    CHECK_FALSE(decode_command(encode(2, 9, std::string("q"), 2)));   // unknown format
+    CHECK_FALSE(decode_command(encode(1, 99, std::string("q"), 2)));  // unknown tag
+    CHECK_FALSE(decode_command(encode(1, 0)));                        // tag 0
+    CHECK_FALSE(decode_command(encode(1, 9, std::string("q"))));      // too few fields
+    CHECK_FALSE(decode_command(encode(1, 9, std::string("q"), 2, 3)));  // too many
+    CHECK_FALSE(decode_command(encode(1, 9, 5, 2)));                  // queue not a string
+    CHECK_FALSE(decode_command(encode(1, 9, std::string("q"), -2)));  // negative count
+    CHECK_FALSE(decode_command(encode(1, 9, std::string("q"), 1ULL << 40)));  // count > u32
+    CHECK_FALSE(decode_command(encode(1, 2, std::string("q"), std::string("k"),
+                                      std::string("p"), msgpack::type::nil_t(), 7)));  // mode
+    CHECK_FALSE(decode_command(encode(1, 4, std::string("q"), 1, msgpack::type::nil_t(), 1,
+                                      5)));  // release_on_disconnect not a bool
+    std::string ok = encode_command(Kick{"q", 2});
+    CHECK(decode_command(ok));
+    CHECK_FALSE(decode_command(ok + "x"));  // trailing bytes
+    CHECK_FALSE(decode_command(ok.substr(0, ok.size() - 1)));
+    // A map where an array belongs, and a deep nest: refused, not thrown.
+    CHECK_FALSE(decode_command(std::string("\x81\x01\x02", 3)));
+    CHECK_FALSE(decode_command(std::string(100, '\x91') + "\x01"));
+}
+
+TEST_CASE("every single-byte corruption of a command is decoded or refused, never thrown",
+          "[queue][codec]") {
+    std::string bytes = encode_command(Ack{"queue", "key", 77, std::string("pay"), 1000});
+    for (std::size_t i = 0; i < bytes.size(); ++i) {
+        for (int v : {0x00, 0x7f, 0x80, 0xc0, 0xc1, 0xdb, 0xff}) {
+            std::string c = bytes;
+            c[i] = static_cast<char>(v);
+            CHECK_NOTHROW(decode_command(c));
+        }
+    }
+}
