@@ -249,6 +249,9 @@ void Node::persist_applied() {
                              const std::optional<std::string>& encoded) {
         state.changes.push_back(storage::TaskChange{std::string(q), std::string(k), encoded});
     });
+    // Timers fire often (each time a task comes due); write only what changed.
+    if (state.changes.empty() && applied_index_ == persisted_index_) return;
+    persisted_index_ = applied_index_;
     state.store_meta = store_.encode_meta();
     if (applied_index_ > config_.log_keep) state.trim_through = applied_index_ - config_.log_keep;
     writer_->apply(std::move(state));

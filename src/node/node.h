@@ -106,6 +106,7 @@ private:
 
     std::uint64_t last_index_ = 0;     // last index handed to the log
     std::uint64_t applied_index_ = 0;
+    std::uint64_t persisted_index_ = 0;  // applied index last handed to the writer
     std::int64_t last_time_ = 0;       // last log time handed out (monotonic)
     std::deque<Pending> pending_;      // proposed, not yet applied, in index order
     std::uint64_t next_session_ = 0;

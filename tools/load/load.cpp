@@ -42,7 +42,7 @@ struct Run {
     std::uint64_t max_ops = 0;
     std::vector<std::string> addrs{"127.0.0.1:7700"};
 
-    std::atomic<std::uint64_t> done{0}, errors{0};
+    std::atomic<std::uint64_t> done{0}, errors{0}, next_key{0};
     std::atomic<bool> stop{false};
     std::mutex mu;  // guards latencies_us, finished_loops
     std::condition_variable cv;
@@ -54,13 +54,13 @@ struct Run {
 struct Loop : std::enable_shared_from_this<Loop> {
     Run& run;
     Client& client;
-    std::uint64_t seq;
     std::string payload;
     std::vector<std::uint32_t> lat;
-    Loop(Run& r, Client& c, std::uint64_t s) : run(r), client(c), seq(s), payload(payload_of(r.payload_bytes)) {}
+    Loop(Run& r, Client& c) : run(r), client(c), payload(payload_of(r.payload_bytes)) {}
 
     bool more() {
-        return !run.stop && (run.max_ops == 0 || run.done.load() < run.max_ops);
+        const auto issued = run.op == "put" ? run.next_key.load() : run.done.load();
+        return !run.stop && (run.max_ops == 0 || issued < run.max_ops);
     }
     void finish() {
         std::lock_guard lock(run.mu);
@@ -80,7 +80,8 @@ struct Loop : std::enable_shared_from_this<Loop> {
         if (run.op == "put") {
             PutRequest p;
             p.queue = run.queue;
-            p.key = "k" + std::to_string(seq++ % run.keys);
+            // Keys cycle through 0..keys-1, so --max-ops N --keys N puts each key once.
+            p.key = "k" + std::to_string(run.next_key++ % run.keys);
             p.payload = payload;
             p.time = now_ms() + 3'600'000;
             client.async(p, [self, t0](Result<PutResponse> r) {
@@ -166,7 +167,7 @@ int main(int argc, char** argv) {
     const auto t0 = Clock::now();
     for (int c = 0; c < run.connections; ++c)
         for (int d = 0; d < run.depth; ++d)
-            std::make_shared<Loop>(run, *clients[c], std::uint64_t(c) * 1'000'003 + d * 7919)->next();
+            std::make_shared<Loop>(run, *clients[c])->next();
     const int loops = run.connections * run.depth;
     std::uint64_t last = 0;
     auto last_t = t0;

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Restart time of one node holding N tasks: preloads N tasks (200-byte payloads) over
+# TCP with dueq-load, stops the node (SIGTERM, then a second time SIGKILL), and times
+# each restart until the node listens again. Also prints the node's RSS per task.
+#
+#   tools/measure/restart.sh [N]      (default 1000000; needs a build in build/)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+n=${1:-1000000}
+bin=${BUILD_DIR:-build}
+port=${PORT:-7791}
+dir=$(mktemp -d /tmp/dueq-restart.XXXXXX)
+pid=
+cleanup() { [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; rm -rf "$dir"; }
+trap cleanup EXIT
+
+start() {  # starts dueqd, waits for its port line, prints seconds taken
+  local t0 t1
+  t0=$(date +%s.%N)
+  "$bin/src/node/dueqd" --listen "127.0.0.1:$port" --data-dir "$dir/data" --log-level warn \
+    >"$dir/out" 2>>"$dir/log" &
+  pid=$!
+  until grep -q "listening on port" "$dir/out" 2>/dev/null; do
+    kill -0 "$pid" 2>/dev/null || { cat "$dir/log" >&2; exit 1; }
+    sleep 0.02
+  done
+  t1=$(date +%s.%N)
+  awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }'
+}
+rss_kb() { awk '/VmRSS/ {print $2}' "/proc/$pid/status"; }
+
+start >/dev/null
+rss0=$(rss_kb)
+echo "preloading $n tasks..." >&2
+"$bin/tools/load/dueq-load" put --addr "127.0.0.1:$port" --keys "$n" --max-ops "$n" \
+  -c 16 -d 32 --seconds 3600 --payload-bytes 200 >"$dir/load.json"
+rss1=$(rss_kb)
+kill "$pid"; wait "$pid" 2>/dev/null || true
+clean=$(start)
+rss2=$(rss_kb)
+kill -9 "$pid"; wait "$pid" 2>/dev/null || true
+crashed=$(start)
+kill "$pid"; wait "$pid" 2>/dev/null || true
+pid=
+printf '{"tasks":%d,"restart_after_sigterm_s":%.2f,"restart_after_sigkill_s":%.2f,' "$n" "$clean" "$crashed"
+printf '"rss_growth_per_task_bytes":%.0f,"rss_after_restart_per_task_bytes":%.0f,"preload":%s}\n' \
+  "$(awk -v a="$rss0" -v b="$rss1" -v n="$n" 'BEGIN { print (b - a) * 1024 / n }')" \
+  "$(awk -v a="$rss0" -v b="$rss2" -v n="$n" 'BEGIN { print (b - a) * 1024 / n }')" \
+  "$(cat "$dir/load.json")"
