@@ -168,8 +168,7 @@ void Node::handle_hello(const std::shared_ptr<net::Connection>& conn, const net:
         auto it = sessions_.find(*req.session);
         if (it != sessions_.end()) {
             // Resume: this connection now speaks for the old session, whose tasks stay taken.
-            auto& old = sessions_[conn->session];
-            if (--old.connections <= 0 && !old.took_tasks) sessions_.erase(conn->session);
+            detach_session(conn->session);
             conn->session = *req.session;
             it->second.connections++;
             it->second.grace.reset();
@@ -318,13 +317,17 @@ void Node::arm_timer() {
 
 void Node::on_close(const std::shared_ptr<net::Connection>& conn) {
     if (stopped_ || conn->session == 0) return;
-    auto it = sessions_.find(conn->session);
+    detach_session(conn->session);
+}
+
+void Node::detach_session(std::uint64_t id) {
+    auto it = sessions_.find(id);
     if (it == sessions_.end() || --it->second.connections > 0) return;
     if (!it->second.took_tasks) {
         sessions_.erase(it);
         return;
     }
-    const std::uint64_t id = conn->session;
+    // Its tasks stay taken for the grace period, in case the client resumes the session.
     if (config_.session_grace_ms == 0) return end_session(id);
     it->second.grace = std::make_unique<asio::steady_timer>(io_);
     it->second.grace->expires_after(std::chrono::milliseconds(config_.session_grace_ms));

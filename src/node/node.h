@@ -95,6 +95,7 @@ private:
     void on_timer();
     void arm_timer();
 
+    void detach_session(std::uint64_t session);  // one connection of it closed or moved
     void end_session(std::uint64_t session);
 
     boost::asio::io_context& io_;
