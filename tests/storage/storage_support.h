@@ -1,0 +1,74 @@
+// Helpers shared by the storage tests: temporary directories, building log records and
+// applied states from a real queue::Store, and raw access to the RocksDB files.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <rocksdb/db.h>
+
+#include "queue/command.h"
+#include "queue/store.h"
+#include "storage/database.h"
+
+namespace dueq::test {
+
+// A fresh directory under the system temp dir, removed with everything in it.
+class TempDir {
+public:
+    explicit TempDir(const std::string& name);
+    ~TempDir();
+    TempDir(const TempDir&) = delete;
+    TempDir& operator=(const TempDir&) = delete;
+    const std::filesystem::path& path() const { return path_; }
+    std::string str() const { return path_.string(); }
+
+private:
+    std::filesystem::path path_;
+};
+
+// Opens the database or fails the test with its message.
+std::unique_ptr<storage::Database> open_db(const std::string& path, bool sync,
+                                           rocksdb::Env* env = nullptr);
+
+// The log time of record `index` in these tests: fixed, so runs are reproducible.
+inline std::int64_t log_time_of(std::uint64_t index) {
+    return 1'700'000'000'000 + std::int64_t(index) * 10;
+}
+// Record `index`: a Put of key "k<index>" in queue "q" with a payload naming it.
+queue::Put put_for(std::uint64_t index);
+storage::LogRecord record_for(std::uint64_t index);
+
+// Applies records [from, to] to `store` and drains what changed into an AppliedState.
+storage::AppliedState apply_records(queue::Store& store, std::uint64_t from, std::uint64_t to);
+
+// True if the two tasks are the same in every field get returns.
+bool same_task(const queue::TaskView& a, const queue::TaskView& b);
+
+// The log's key encoding (big-endian index), as database.cpp stores it.
+std::string log_key(std::uint64_t index);
+
+// The database's RocksDB opened directly with all its column families, to read and
+// damage records behind the Database class's back. Closed by the destructor.
+class RawDb {
+public:
+    explicit RawDb(const std::string& path);
+    ~RawDb();
+    rocksdb::ColumnFamilyHandle* cf(const std::string& name) const;
+    std::string get(const std::string& cf, const std::string& key) const;  // fails if absent
+    void put(const std::string& cf, const std::string& key, const std::string& value);
+    void del(const std::string& cf, const std::string& key);
+    std::vector<std::string> keys(const std::string& cf) const;
+    // Flips the bits of byte `at` (counted from the end if negative) of a stored value.
+    void flip_byte(const std::string& cf, const std::string& key, int at);
+
+private:
+    rocksdb::DB* db_ = nullptr;
+    std::vector<std::string> names_;
+    std::vector<rocksdb::ColumnFamilyHandle*> handles_;
+};
+
+}  // namespace dueq::test
