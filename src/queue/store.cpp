@@ -17,13 +17,15 @@ using detail::State;
 using Task = detail::Task;
 using Queue = detail::Queue;
 
-detail::Queue::~Queue() {
-    auto dispose = [](Task* t) { Task::destroy(t); };
-    ready.clear_and_dispose(dispose);
-    delayed.clear_and_dispose(dispose);
-    buried.clear_and_dispose(dispose);
-    taken.clear_and_dispose(dispose);
-    done.clear_and_dispose(dispose);
+detail::StoreState::~StoreState() {
+    auto dispose = [this](Task* t) { Task::destroy(arena, t); };
+    for (Queue* q : queues) {
+        q->ready.clear_and_dispose(dispose);
+        q->delayed.clear_and_dispose(dispose);
+        q->buried.clear_and_dispose(dispose);
+        q->taken.clear_and_dispose(dispose);
+        q->done.clear_and_dispose(dispose);
+    }
 }
 
 // ---------------------------------------------------------------- queues
@@ -139,7 +141,7 @@ void detail::StoreState::remove_task(Queue& q, Task* t, bool record_change) {
 void detail::StoreState::destroy_unlinked(Task* t, bool record_change) {
     table.erase(t);
     if (record_change && !t->dirty) changes.emplace_back(t->queue_id, std::string(t->key()));
-    Task::destroy(t);
+    Task::destroy(arena, t);
 }
 
 Task* detail::StoreState::set_payload(Task* t, std::string_view payload) {
@@ -147,7 +149,7 @@ Task* detail::StoreState::set_payload(Task* t, std::string_view payload) {
         if (!payload.empty()) std::memcpy(t->tail() + t->key_len, payload.data(), payload.size());
         return t;
     }
-    Task* n = Task::create(t->queue_id, t->key(), payload);
+    Task* n = Task::create(arena, t->queue_id, t->key(), payload);
     n->time = t->time;
     n->aux = t->aux;
     n->hlc = t->hlc;
@@ -156,7 +158,7 @@ Task* detail::StoreState::set_payload(Task* t, std::string_view payload) {
     n->state_bits = t->state_bits;
     n->dirty = t->dirty;
     table.replace(t, n);
-    Task::destroy(t);
+    Task::destroy(arena, t);
     return n;
 }
 
@@ -349,7 +351,7 @@ Result Applier::operator()(const Put& c) {
         if (t->state() == State::taken) s_.drop_lease(t);
         t = s_.set_payload(t, c.payload);
     } else {
-        t = Task::create(q->id, c.key, c.payload);
+        t = Task::create(s_.arena, q->id, c.key, c.payload);
         s_.table.insert(t);
     }
     t->time = c.time.value_or(now_);

@@ -59,8 +59,6 @@ struct Queue {
     AuxTree done;      // (done_until, key)
 
     Millis calendar_at = kNoEvent;  // this queue's entry in Impl::calendar
-
-    ~Queue();
 };
 
 struct LeaseRec {
@@ -82,6 +80,7 @@ struct SessionLease {
 // Everything the store holds. Store::Impl is this under the name store.h declares; the
 // state is a detail type of its own so helpers in .cpp files may name it.
 struct StoreState {
+    TaskArena arena;  // first member: outlives every task
     StoreLimits limits;
     QueueSettings defaults;
     std::map<std::string, QueueSettings, std::less<>> configured;
@@ -103,6 +102,9 @@ struct StoreState {
     std::vector<std::pair<std::uint16_t, std::string>> changes;
 
     explicit StoreState(StoreLimits l) : limits(l) {}
+    ~StoreState();  // returns every task to the arena
+    StoreState(const StoreState&) = delete;
+    StoreState& operator=(const StoreState&) = delete;
 
     // ---- queues ----
     Queue* find_queue(std::string_view name) const;

@@ -156,7 +156,9 @@ std::size_t Store::overhead_bytes() const {
     constexpr std::size_t kHashNode = 16;
     const Impl& s = *impl_;
     std::size_t bytes = sizeof(Impl);
-    bytes += s.table.size() * sizeof(Task) + s.table.memory_bytes();
+    // Task records: what the arena reserved minus the key and payload bytes in it
+    // (so rounding, free blocks and unused slab tails count as overhead).
+    bytes += s.arena.reserved_bytes() - s.arena.content_bytes + s.table.memory_bytes();
     bytes += s.leases.size() * (kHashNode + sizeof(const Task*) + sizeof(detail::LeaseRec));
     bytes += s.leases.bucket_count() * sizeof(void*);
     bytes += s.session_leases.size() * (kTreeNode + sizeof(detail::SessionLease));

@@ -17,6 +17,7 @@
 #include <string_view>
 
 #include "queue/command.h"
+#include "queue/task_arena.h"
 
 namespace dueq::queue::detail {
 
@@ -64,8 +65,9 @@ struct Task : TreeHook {
     std::size_t alloc_size() const { return sizeof(Task) + key_len + payload_len; }
 
     // A new record with the given key and payload; every other field zero.
-    static Task* create(std::uint16_t queue_id, std::string_view key, std::string_view payload);
-    static void destroy(Task* t);
+    static Task* create(TaskArena& arena, std::uint16_t queue_id, std::string_view key,
+                        std::string_view payload);
+    static void destroy(TaskArena& arena, Task* t);
 };
 
 static_assert(sizeof(Task) == 64, "the task header is meant to stay at 64 bytes");

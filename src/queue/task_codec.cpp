@@ -121,7 +121,7 @@ bool detail::StoreState::load_task(std::string_view queue, std::string_view key,
     Queue* q = get_or_create_queue(queue);
     if (q == nullptr) return false;
     if (Task* old = table.find(q->id, key)) remove_task(*q, old, false);
-    Task* t = Task::create(q->id, key, d.payload);
+    Task* t = Task::create(arena, q->id, key, d.payload);
     t->time = d.time;
     t->aux = d.aux;
     t->hlc = d.hlc;

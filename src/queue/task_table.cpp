@@ -1,25 +1,8 @@
 #include "queue/task_table.h"
 
 #include <cassert>
-#include <new>
 
 namespace dueq::queue::detail {
-
-Task* Task::create(std::uint16_t queue_id, std::string_view key, std::string_view payload) {
-    void* mem = ::operator new(sizeof(Task) + key.size() + payload.size());
-    Task* t = new (mem) Task();
-    t->queue_id = queue_id;
-    t->key_len = static_cast<std::uint16_t>(key.size());
-    t->payload_len = static_cast<std::uint32_t>(payload.size());
-    if (!key.empty()) std::memcpy(t->tail(), key.data(), key.size());
-    if (!payload.empty()) std::memcpy(t->tail() + key.size(), payload.data(), payload.size());
-    return t;
-}
-
-void Task::destroy(Task* t) {
-    t->~Task();
-    ::operator delete(static_cast<void*>(t));
-}
 
 namespace {
 constexpr std::size_t kInitialSlots = 16;

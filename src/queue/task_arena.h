@@ -1,0 +1,54 @@
+// Memory for task records. Internal to src/queue.
+//
+// Ten million small records through malloc cost each an 8-byte chunk header and up to
+// 15 bytes of rounding to 16. The arena instead carves records of up to kMaxSmall bytes
+// out of 256 KiB slabs, rounded to 8 bytes, with one free list per size: about 12 bytes
+// per task less at typical sizes. Freed records are reused by records of the same
+// rounded size; slabs go back only when the arena dies. Larger records use the heap.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace dueq::queue::detail {
+
+class TaskArena {
+public:
+    static constexpr std::size_t kMaxSmall = 1024;
+    static constexpr std::size_t kSlabBytes = 256 * 1024;
+
+    TaskArena() = default;
+    ~TaskArena();
+    TaskArena(const TaskArena&) = delete;
+    TaskArena& operator=(const TaskArena&) = delete;
+
+    void* allocate(std::size_t bytes);
+    // `bytes` must be what was passed to allocate().
+    void deallocate(void* p, std::size_t bytes);
+
+    // Bytes obtained from the system (slabs plus large records), free lists included.
+    std::size_t reserved_bytes() const { return slabs_.size() * kSlabBytes + large_bytes_; }
+    // Bytes in records handed out, with their rounding.
+    std::size_t used_bytes() const { return used_bytes_; }
+
+    // Key and payload bytes of the live records, kept by Task::create/destroy so the
+    // store can tell its overhead without walking ten million records.
+    std::size_t content_bytes = 0;
+
+private:
+    struct FreeBlock {
+        FreeBlock* next;
+    };
+    static std::size_t rounded(std::size_t bytes) { return (bytes + 7) & ~std::size_t{7}; }
+
+    std::vector<char*> slabs_;
+    char* bump_ = nullptr;        // next unused byte of the newest slab
+    char* bump_end_ = nullptr;
+    FreeBlock* free_[kMaxSmall / 8 + 1] = {};
+    std::size_t large_bytes_ = 0;
+    std::size_t used_bytes_ = 0;
+};
+
+}  // namespace dueq::queue::detail
