@@ -45,11 +45,14 @@ const char* to_string(Code c);  // "ok", "bad_request", ... as on the wire
 
 // Settings of one queue. Unset fields of a Declare keep their current value.
 struct QueueSettings {
-    Millis lead_ms = 0;              // a ready task is due when time - lead_ms <= now
-    Millis ttr_ms = 60'000;          // default lease length of a take
-    std::uint32_t max_attempts = 0;  // 0 = unlimited; else the take that would exceed it buries
-    Millis retention_ms = 3'600'000; // how long a done task is kept (refuses put mode=insert)
-    double late_share = 0.0;         // 0..1: share of takes reserved for late tasks
+    Millis lead_ms = 0;      // a ready task is due when time - lead_ms <= now
+    Millis ttr_ms = 60'000;  // default lease length of a take
+    // 0 = unlimited. Else a task is handed out at most this many times between acks: when
+    // the last allowed attempt fails (lease runs out, release, ReleaseSession) the task is
+    // buried instead of going back to ready (docs/semantics.md).
+    std::uint32_t max_attempts = 0;
+    Millis retention_ms = 3'600'000;  // how long a done task is kept (refuses put mode=insert)
+    double late_share = 0.0;          // 0..1: share of takes reserved for late tasks
     bool operator==(const QueueSettings&) const = default;
 };
 
@@ -61,8 +64,8 @@ struct Declare {
 };
 struct Put {
     std::string queue, key;
-    std::string payload;             // one msgpack value, encoded; stored verbatim
-    std::optional<Millis> time;      // absent: due now (the log time)
+    std::string payload;         // one msgpack value, encoded; stored verbatim
+    std::optional<Millis> time;  // absent: due now (the log time)
     PutMode mode = PutMode::upsert;
 };
 struct Delete {
@@ -71,14 +74,14 @@ struct Delete {
 struct Take {
     std::string queue;
     std::uint32_t count = 1;
-    std::optional<Millis> ttr_ms;    // absent: the queue's ttr_ms
+    std::optional<Millis> ttr_ms;  // absent: the queue's ttr_ms
     SessionId session = 0;
     bool release_on_disconnect = true;
 };
 struct Touch {
     std::string queue, key;
     LeaseId lease = 0;
-    std::optional<Millis> ttr_ms;    // absent: the queue's ttr_ms, counted from now
+    std::optional<Millis> ttr_ms;  // absent: the queue's ttr_ms, counted from now
 };
 struct Ack {
     std::string queue, key;
@@ -89,7 +92,7 @@ struct Ack {
 struct Release {
     std::string queue, key;
     LeaseId lease = 0;
-    Millis delay_ms = 0;             // not handed out again before now + delay_ms; time is kept
+    Millis delay_ms = 0;  // not handed out again before now + delay_ms; time is kept
 };
 struct Bury {
     std::string queue, key;
@@ -105,8 +108,8 @@ struct ReleaseSession {
     SessionId session = 0;
 };
 
-using Command = std::variant<Declare, Put, Delete, Take, Touch, Ack, Release, Bury, Kick,
-                             ReleaseSession>;
+using Command =
+    std::variant<Declare, Put, Delete, Take, Touch, Ack, Release, Bury, Kick, ReleaseSession>;
 
 // A task as handed to a client by take.
 struct TakenTask {
@@ -121,12 +124,12 @@ struct TakenTask {
 // commands that produce them (see store.h).
 struct Result {
     Code code = Code::ok;
-    std::string message;             // empty when ok
-    std::uint64_t version = 0;       // put, ack
-    Millis lease_until = 0;          // touch
-    std::uint32_t kicked = 0;        // kick
-    std::vector<TakenTask> tasks;    // take
-    QueueSettings settings;          // declare
+    std::string message;           // empty when ok
+    std::uint64_t version = 0;     // put, ack
+    Millis lease_until = 0;        // touch
+    std::uint32_t kicked = 0;      // kick
+    std::vector<TakenTask> tasks;  // take
+    QueueSettings settings;        // declare
     static Result error(Code c, std::string msg) {
         Result r;
         r.code = c;

@@ -105,7 +105,9 @@ void pack_fields(Packer& p, const Kick& c) {
     detail::pack_text(p, c.queue);
     p.pack(c.count);
 }
-void pack_fields(Packer& p, const ReleaseSession& c) { p.pack(c.session); }
+void pack_fields(Packer& p, const ReleaseSession& c) {
+    p.pack(c.session);
+}
 
 using detail::read_bool;
 using detail::read_double;
@@ -114,7 +116,9 @@ using detail::read_optional;
 using detail::read_string;
 using detail::read_uint_as;
 
-bool read_payload(const msgpack::object& o, std::string* out) { return read_string(o, out); }
+bool read_payload(const msgpack::object& o, std::string* out) {
+    return read_string(o, out);
+}
 
 bool read_fields(const msgpack::object* f, Declare& c) {
     return read_string(f[0], &c.queue) && read_optional(f[1], &c.lead_ms, read_int) &&
@@ -153,8 +157,7 @@ bool read_fields(const msgpack::object* f, Release& c) {
            read_uint_as(f[2], &c.lease) && read_int(f[3], &c.delay_ms);
 }
 bool read_fields(const msgpack::object* f, Bury& c) {
-    return read_string(f[0], &c.queue) && read_string(f[1], &c.key) &&
-           read_uint_as(f[2], &c.lease);
+    return read_string(f[0], &c.queue) && read_string(f[1], &c.key) && read_uint_as(f[2], &c.lease);
 }
 bool read_fields(const msgpack::object* f, Kick& c) {
     return read_string(f[0], &c.queue) && read_uint_as(f[1], &c.count);

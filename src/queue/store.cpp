@@ -81,21 +81,41 @@ void detail::StoreState::update_calendar(Queue& q) {
 
 void detail::StoreState::link(Queue& q, Task* t) {
     switch (t->state()) {
-        case State::ready: q.ready.insert(*t); break;
-        case State::delayed: q.delayed.insert(*t); break;
-        case State::taken: q.taken.insert(*t); break;
-        case State::buried: q.buried.insert(*t); break;
-        case State::done: q.done.insert(*t); break;
+        case State::ready:
+            q.ready.insert(*t);
+            break;
+        case State::delayed:
+            q.delayed.insert(*t);
+            break;
+        case State::taken:
+            q.taken.insert(*t);
+            break;
+        case State::buried:
+            q.buried.insert(*t);
+            break;
+        case State::done:
+            q.done.insert(*t);
+            break;
     }
 }
 
 void detail::StoreState::unlink(Queue& q, Task* t) {
     switch (t->state()) {
-        case State::ready: q.ready.erase(q.ready.iterator_to(*t)); break;
-        case State::delayed: q.delayed.erase(q.delayed.iterator_to(*t)); break;
-        case State::taken: q.taken.erase(q.taken.iterator_to(*t)); break;
-        case State::buried: q.buried.erase(q.buried.iterator_to(*t)); break;
-        case State::done: q.done.erase(q.done.iterator_to(*t)); break;
+        case State::ready:
+            q.ready.erase(q.ready.iterator_to(*t));
+            break;
+        case State::delayed:
+            q.delayed.erase(q.delayed.iterator_to(*t));
+            break;
+        case State::taken:
+            q.taken.erase(q.taken.iterator_to(*t));
+            break;
+        case State::buried:
+            q.buried.erase(q.buried.iterator_to(*t));
+            break;
+        case State::done:
+            q.done.erase(q.done.iterator_to(*t));
+            break;
     }
 }
 
@@ -243,14 +263,22 @@ void detail::StoreState::advance(Millis to) {
 
 namespace {
 
-Result bad(std::string msg) { return Result::error(Code::bad_request, std::move(msg)); }
+Result bad(std::string msg) {
+    return Result::error(Code::bad_request, std::move(msg));
+}
 
-bool valid_time(Millis t) { return t >= 0 && t <= kMaxTime; }
-bool valid_duration(Millis d) { return d >= 0 && d <= kMaxDuration; }
-bool valid_lease_length(Millis d) { return d > 0 && d <= kMaxDuration; }
+bool valid_time(Millis t) {
+    return t >= 0 && t <= kMaxTime;
+}
+bool valid_duration(Millis d) {
+    return d >= 0 && d <= kMaxDuration;
+}
+bool valid_lease_length(Millis d) {
+    return d > 0 && d <= kMaxDuration;
+}
 
 class Applier {
-public:
+  public:
     Applier(detail::StoreState& s, Millis now) : s_(s), now_(now) {}
 
     Result operator()(const Declare& c);
@@ -264,12 +292,12 @@ public:
     Result operator()(const Kick& c);
     Result operator()(const ReleaseSession& c);
 
-private:
+  private:
     std::optional<Result> check_queue(const std::string& q) const;
     std::optional<Result> check_key(const std::string& q, const std::string& key) const;
     // Finds a taken task by key and lease, or says why not.
-    Result find_leased(const std::string& queue, const std::string& key, LeaseId lease,
-                       Queue** q, Task** t) const;
+    Result find_leased(const std::string& queue, const std::string& key, LeaseId lease, Queue** q,
+                       Task** t) const;
 
     detail::StoreState& s_;
     Millis now_;
@@ -539,7 +567,8 @@ Result Applier::operator()(const ReleaseSession& c) {
             touched.push_back(q.id);
         }
     }
-    for (std::uint16_t id : touched) s_.update_calendar(*s_.queues[id]);
+    for (std::uint16_t id : touched)
+        s_.update_calendar(*s_.queues[id]);
     return Result{};
 }
 
@@ -558,11 +587,14 @@ Result Store::apply(const Command& cmd, Millis now) {
     return std::visit(applier, cmd);
 }
 
-void Store::advance(Millis now) { impl_->advance(now); }
+void Store::advance(Millis now) {
+    impl_->advance(now);
+}
 
 void Store::set_default_settings(const QueueSettings& s) {
     impl_->defaults = s;
-    for (Queue* q : impl_->queues) impl_->recompute_settings(*q);
+    for (Queue* q : impl_->queues)
+        impl_->recompute_settings(*q);
 }
 
 void Store::configure_queue(const std::string& queue, const QueueSettings& s) {

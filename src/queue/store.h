@@ -24,21 +24,21 @@ struct TaskView {
     Millis time = 0;
     std::uint32_t attempts = 0;
     std::uint64_t version = 0;
-    std::uint64_t hlc = 0;      // (log time << 16) | counter of the last write; per key it only grows
-    LeaseId lease = 0;          // 0 unless taken
-    Millis lease_until = 0;     // 0 unless taken
-    SessionId owner = 0;        // 0 unless taken
+    std::uint64_t hlc = 0;   // (log time << 16) | counter of the last write; per key it only grows
+    LeaseId lease = 0;       // 0 unless taken
+    Millis lease_until = 0;  // 0 unless taken
+    SessionId owner = 0;     // 0 unless taken
     bool release_on_disconnect = false;
-    Millis not_before = 0;      // ready but held back (release with delay_ms) until this time
-    Millis done_until = 0;      // done: removed at this time
+    Millis not_before = 0;  // ready but held back (release with delay_ms) until this time
+    Millis done_until = 0;  // done: removed at this time
 };
 
 struct QueueStats {
     std::uint64_t ready = 0, taken = 0, buried = 0, done = 0;
-    std::uint64_t due_now = 0;             // ready and due at `now` (counted, O(due))
-    bool due_now_capped = false;           // due_now stopped counting at 10,000
-    std::optional<Millis> next_due;        // smallest time - lead_ms among ready tasks
-    std::optional<Millis> oldest_late;     // smallest time among ready tasks with time < now
+    std::uint64_t due_now = 0;          // ready and due at `now`, counted up to 10,000
+    bool due_now_capped = false;        // due_now stopped counting at 10,000
+    std::optional<Millis> next_due;     // smallest time - lead_ms among ready tasks
+    std::optional<Millis> oldest_late;  // smallest time among ready tasks with time < now
 };
 
 // Limits the store enforces on commands (the node enforces the same ones earlier, on
@@ -52,7 +52,7 @@ struct StoreLimits {
 };
 
 class Store {
-public:
+  public:
     explicit Store(StoreLimits limits = {});
     ~Store();
     Store(const Store&) = delete;
@@ -70,7 +70,7 @@ public:
     void advance(Millis now);
 
     // Queue settings that apply to `queue` (the defaults if it was never declared).
-    void set_default_settings(const QueueSettings& s);               // from the config
+    void set_default_settings(const QueueSettings& s);                       // from the config
     void configure_queue(const std::string& queue, const QueueSettings& s);  // from the config
     QueueSettings settings(std::string_view queue) const;
 
@@ -81,11 +81,16 @@ public:
 
     // Earliest time > now at which advance() or a take could change something in
     // `queue` (a task comes due, a lease or delay runs out), or nullopt if none. Used
-    // to wake blocking takes without polling.
+    // to wake blocking takes without polling. O(log n). Exact once advance(now) ran;
+    // before that, a task whose lease or delay ended at or before `now` is not seen.
     std::optional<Millis> next_event(std::string_view queue, Millis now) const;
     // The same over every queue (for the node's advance timer; includes retention).
+    // O(queues * log n).
     std::optional<Millis> next_event_any(Millis now) const;
-    // True if a take on `queue` at `now` would hand out at least one task.
+    // True if a take on `queue` at `now` would hand out at least one task, counting the
+    // leases and delays that end by `now` even if advance(now) has not run (one step per
+    // such pending transition; O(log n) once advanced). May say true for a task that the
+    // take buries because max_attempts was lowered below its attempts.
     bool has_due(std::string_view queue, Millis now) const;
 
     // Bytes the store holds beyond keys and payloads (task records, index nodes,
@@ -108,11 +113,10 @@ public:
     bool load_meta(std::string_view encoded);
     bool load_task(std::string_view queue, std::string_view key, std::string_view encoded);
     // Every task, encoded (for a snapshot of the whole store).
-    void for_each_task(
-        const std::function<void(std::string_view queue, std::string_view key,
-                                 std::string_view encoded_task)>& fn) const;
+    void for_each_task(const std::function<void(std::string_view queue, std::string_view key,
+                                                std::string_view encoded_task)>& fn) const;
 
-private:
+  private:
     struct Impl;
     std::unique_ptr<Impl> impl_;
 };

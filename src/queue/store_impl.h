@@ -47,16 +47,16 @@ struct Queue {
     std::string name;
     std::uint16_t id = 0;
     DeclaredSettings declared;
-    QueueSettings settings;      // effective: declared over configured over defaults
-    std::int64_t late_ppm = 0;   // settings.late_share in parts per million
+    QueueSettings settings;     // effective: declared over configured over defaults
+    std::int64_t late_ppm = 0;  // settings.late_share in parts per million
     // Take-order credit for late tasks, in ppm (see pick_for_take). Persisted in meta.
     std::int64_t late_credit = 0;
 
-    TimeTree ready;    // due order: (time, key)
-    AuxTree delayed;   // (not_before, key)
-    TimeTree buried;   // kick order: (time, key)
-    AuxTree taken;     // (lease_until, key)
-    AuxTree done;      // (done_until, key)
+    TimeTree ready;   // due order: (time, key)
+    AuxTree delayed;  // (not_before, key)
+    TimeTree buried;  // kick order: (time, key)
+    AuxTree taken;    // (lease_until, key)
+    AuxTree done;     // (done_until, key)
 
     Millis calendar_at = kNoEvent;  // this queue's entry in Impl::calendar
 };

@@ -40,10 +40,15 @@ std::optional<TaskView> Store::get(std::string_view queue, std::string_view key)
             }
             v.lease_until = t->aux;
             break;
-        case State::delayed: v.not_before = t->aux; break;
-        case State::done: v.done_until = t->aux; break;
+        case State::delayed:
+            v.not_before = t->aux;
+            break;
+        case State::done:
+            v.done_until = t->aux;
+            break;
         case State::ready:
-        case State::buried: break;
+        case State::buried:
+            break;
     }
     return v;
 }
@@ -94,7 +99,9 @@ std::vector<std::string> Store::queue_names() const {
     return names;
 }
 
-std::size_t Store::task_count() const { return impl_->table.size(); }
+std::size_t Store::task_count() const {
+    return impl_->table.size();
+}
 
 namespace {
 
@@ -124,7 +131,8 @@ std::optional<Millis> Store::next_event(std::string_view queue, Millis now) cons
 
 std::optional<Millis> Store::next_event_any(Millis now) const {
     Millis at = kNoEvent;
-    for (const Queue* q : impl_->queues) at = std::min(at, next_event_in(*q, now));
+    for (const Queue* q : impl_->queues)
+        at = std::min(at, next_event_in(*q, now));
     if (at == kNoEvent) return std::nullopt;
     return at;
 }
@@ -164,7 +172,8 @@ std::size_t Store::overhead_bytes() const {
     bytes += s.session_leases.size() * (kTreeNode + sizeof(detail::SessionLease));
     bytes += s.calendar.size() * (kTreeNode + sizeof(std::pair<Millis, std::uint16_t>));
     bytes += s.changes.capacity() * sizeof(s.changes[0]);
-    for (const auto& c : s.changes) bytes += c.second.capacity() > 15 ? c.second.capacity() : 0;
+    for (const auto& c : s.changes)
+        bytes += c.second.capacity() > 15 ? c.second.capacity() : 0;
     for (const Queue* q : s.queues) {
         bytes += sizeof(Queue) + q->name.capacity() + kTreeNode + sizeof(void*);
     }

@@ -35,19 +35,19 @@ inline constexpr std::uint32_t kMaxAttemptsCount = (1u << 24) - 1;  // attempts 
 inline constexpr std::uint64_t kMaxVersion = (std::uint64_t{1} << 40) - 1;
 inline constexpr std::size_t kMaxQueues = 0xFFFF;
 
-using TreeHook = boost::intrusive::set_base_hook<
-    boost::intrusive::optimize_size<true>,
-    boost::intrusive::link_mode<boost::intrusive::normal_link>>;
+using TreeHook =
+    boost::intrusive::set_base_hook<boost::intrusive::optimize_size<true>,
+                                    boost::intrusive::link_mode<boost::intrusive::normal_link>>;
 
 struct Task : TreeHook {
-    Millis time = 0;          // due time / deadline
-    Millis aux = 0;           // delayed: not_before; taken: lease_until; done: done_until
+    Millis time = 0;  // due time / deadline
+    Millis aux = 0;   // delayed: not_before; taken: lease_until; done: done_until
     std::uint64_t hlc = 0;
     std::uint64_t version : 40;
     std::uint64_t attempts : 24;
     std::uint32_t payload_len : 27;
     std::uint32_t state_bits : 3;
-    std::uint32_t dirty : 1;   // listed in the store's change list, not yet drained
+    std::uint32_t dirty : 1;  // listed in the store's change list, not yet drained
     std::uint32_t spare : 1;
     std::uint16_t queue_id = 0;
     std::uint16_t key_len = 0;

@@ -15,7 +15,7 @@
 namespace dueq::queue::detail {
 
 class TaskArena {
-public:
+  public:
     static constexpr std::size_t kMaxSmall = 1024;
     static constexpr std::size_t kSlabBytes = 256 * 1024;
 
@@ -37,14 +37,14 @@ public:
     // store can tell its overhead without walking ten million records.
     std::size_t content_bytes = 0;
 
-private:
+  private:
     struct FreeBlock {
         FreeBlock* next;
     };
     static std::size_t rounded(std::size_t bytes) { return (bytes + 7) & ~std::size_t{7}; }
 
     std::vector<char*> slabs_;
-    char* bump_ = nullptr;        // next unused byte of the newest slab
+    char* bump_ = nullptr;  // next unused byte of the newest slab
     char* bump_end_ = nullptr;
     FreeBlock* free_[kMaxSmall / 8 + 1] = {};
     std::size_t large_bytes_ = 0;

@@ -110,7 +110,7 @@ std::string detail::StoreState::encode_task(const Task& t) const {
 }
 
 bool detail::StoreState::load_task(std::string_view queue, std::string_view key,
-                            std::string_view encoded) {
+                                   std::string_view encoded) {
     if (queue.empty() || queue.size() > detail::kMaxKeyBytes) return false;
     if (key.empty() || key.size() > detail::kMaxKeyBytes) return false;
     auto oh = detail::unpack_whole(encoded, task_limits());
@@ -217,20 +217,24 @@ void Store::drain_changes(
     }
 }
 
-std::string Store::encode_meta() const { return impl_->encode_meta(); }
+std::string Store::encode_meta() const {
+    return impl_->encode_meta();
+}
 
-bool Store::load_meta(std::string_view encoded) { return impl_->load_meta(encoded); }
+bool Store::load_meta(std::string_view encoded) {
+    return impl_->load_meta(encoded);
+}
 
 bool Store::load_task(std::string_view queue, std::string_view key, std::string_view encoded) {
     return impl_->load_task(queue, key, encoded);
 }
 
-void Store::for_each_task(
-    const std::function<void(std::string_view queue, std::string_view key,
-                             std::string_view encoded_task)>& fn) const {
+void Store::for_each_task(const std::function<void(std::string_view queue, std::string_view key,
+                                                   std::string_view encoded_task)>& fn) const {
     for (const auto& [name, q] : impl_->queues_by_name) {
         auto each = [&](const auto& tree) {
-            for (const Task& t : tree) fn(name, t.key(), impl_->encode_task(t));
+            for (const Task& t : tree)
+                fn(name, t.key(), impl_->encode_task(t));
         };
         each(q->ready);
         each(q->delayed);

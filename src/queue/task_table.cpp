@@ -61,7 +61,8 @@ void TaskTable::insert(Task* t) {
     // missing keys (put of a new task) pay once per put, not per take.
     if ((size_ + 1) * 8 > slots_.size() * 7) grow();
     std::size_t i = slot_of(t->queue_id, t->key());
-    while (slots_[i] != nullptr) i = next(i);
+    while (slots_[i] != nullptr)
+        i = next(i);
     slots_[i] = t;
     ++size_;
 }
@@ -93,7 +94,8 @@ void TaskTable::grow() {
     for (Task* t : old) {
         if (t == nullptr) continue;
         std::size_t i = slot_of(t->queue_id, t->key());
-        while (slots_[i] != nullptr) i = next(i);
+        while (slots_[i] != nullptr)
+            i = next(i);
         slots_[i] = t;
     }
 }

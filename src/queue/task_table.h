@@ -15,7 +15,7 @@
 namespace dueq::queue::detail {
 
 class TaskTable {
-public:
+  public:
     TaskTable();
 
     Task* find(std::uint16_t queue_id, std::string_view key) const;
@@ -29,7 +29,7 @@ public:
     std::size_t capacity() const { return slots_.size(); }
     std::size_t memory_bytes() const { return slots_.size() * sizeof(Task*); }
 
-private:
+  private:
     static std::uint64_t hash(std::uint16_t queue_id, std::string_view key);
     std::size_t slot_of(std::uint16_t queue_id, std::string_view key) const;
     std::size_t find_slot(const Task* t) const;

@@ -134,18 +134,18 @@ TEST_CASE("bytes that are not a command decode to nullopt", "[queue][codec]") {
         return std::string(buf.data(), buf.size());
     };
     CHECK_FALSE(decode_command(""));
-    CHECK_FALSE(decode_command("\xc1"));                      // never-used byte
-    CHECK_FALSE(decode_command(std::string("\x92\x01", 2)));  // truncated
-    CHECK_FALSE(decode_command(encode(2, 9, std::string("q"), 2)));   // unknown format
-    CHECK_FALSE(decode_command(encode(1, 99, std::string("q"), 2)));  // unknown tag
-    CHECK_FALSE(decode_command(encode(1, 0)));                        // tag 0
-    CHECK_FALSE(decode_command(encode(1, 9, std::string("q"))));      // too few fields
-    CHECK_FALSE(decode_command(encode(1, 9, std::string("q"), 2, 3)));  // too many
-    CHECK_FALSE(decode_command(encode(1, 9, 5, 2)));                  // queue not a string
-    CHECK_FALSE(decode_command(encode(1, 9, std::string("q"), -2)));  // negative count
+    CHECK_FALSE(decode_command("\xc1"));                                      // never-used byte
+    CHECK_FALSE(decode_command(std::string("\x92\x01", 2)));                  // truncated
+    CHECK_FALSE(decode_command(encode(2, 9, std::string("q"), 2)));           // unknown format
+    CHECK_FALSE(decode_command(encode(1, 99, std::string("q"), 2)));          // unknown tag
+    CHECK_FALSE(decode_command(encode(1, 0)));                                // tag 0
+    CHECK_FALSE(decode_command(encode(1, 9, std::string("q"))));              // too few fields
+    CHECK_FALSE(decode_command(encode(1, 9, std::string("q"), 2, 3)));        // too many
+    CHECK_FALSE(decode_command(encode(1, 9, 5, 2)));                          // queue not a string
+    CHECK_FALSE(decode_command(encode(1, 9, std::string("q"), -2)));          // negative count
     CHECK_FALSE(decode_command(encode(1, 9, std::string("q"), 1ULL << 40)));  // count > u32
-    CHECK_FALSE(decode_command(encode(1, 2, std::string("q"), std::string("k"),
-                                      std::string("p"), msgpack::type::nil_t(), 7)));  // mode
+    CHECK_FALSE(decode_command(encode(1, 2, std::string("q"), std::string("k"), std::string("p"),
+                                      msgpack::type::nil_t(), 7)));  // mode
     CHECK_FALSE(decode_command(encode(1, 4, std::string("q"), 1, msgpack::type::nil_t(), 1,
                                       5)));  // release_on_disconnect not a bool
     std::string ok = encode_command(Kick{"q", 2});

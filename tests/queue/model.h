@@ -35,7 +35,7 @@ struct Queue {
 };
 
 class Model {
-public:
+  public:
     QueueSettings defaults;
     StoreLimits limits;
     std::map<std::string, Queue> queues;
@@ -83,9 +83,9 @@ public:
         v.key = key;
         v.payload = k.payload;
         v.status = k.st == St::ready || k.st == St::delayed ? Status::ready
-                   : k.st == St::taken                    ? Status::taken
-                   : k.st == St::buried                   ? Status::buried
-                                                          : Status::done;
+                   : k.st == St::taken                      ? Status::taken
+                   : k.st == St::buried                     ? Status::buried
+                                                            : Status::done;
         v.time = k.time;
         v.attempts = k.attempts;
         v.version = k.version;
@@ -103,7 +103,8 @@ public:
 
     std::size_t task_count() const {
         std::size_t n = 0;
-        for (const auto& [name, q] : queues) n += q.tasks.size();
+        for (const auto& [name, q] : queues)
+            n += q.tasks.size();
         return n;
     }
 
@@ -140,16 +141,24 @@ public:
                         st.oldest_late = k.time;
                     }
                     break;
-                case St::delayed: ++st.ready; break;
-                case St::taken: ++st.taken; break;
-                case St::buried: ++st.buried; break;
-                case St::done: ++st.done; break;
+                case St::delayed:
+                    ++st.ready;
+                    break;
+                case St::taken:
+                    ++st.taken;
+                    break;
+                case St::buried:
+                    ++st.buried;
+                    break;
+                case St::done:
+                    ++st.done;
+                    break;
             }
         }
         return st;
     }
 
-private:
+  private:
     static Result bad() { return Result::error(Code::bad_request, "bad"); }
     static bool time_ok(Millis t) { return t >= 0 && t <= kMaxTime; }
     static bool duration_ok(Millis d) { return d >= 0 && d <= kMaxDuration; }
@@ -258,8 +267,7 @@ private:
         auto qi = queues.find(c.queue);
         if (qi == queues.end()) return r;
         Queue& q = qi->second;
-        const std::int64_t ppm =
-            std::llround(std::clamp(q.s.late_share, 0.0, 1.0) * 1'000'000);
+        const std::int64_t ppm = std::llround(std::clamp(q.s.late_share, 0.0, 1.0) * 1'000'000);
         while (r.tasks.size() < c.count) {
             std::string not_late, late;
             for (auto& [key, k] : q.tasks) {

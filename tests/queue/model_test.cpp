@@ -7,9 +7,9 @@
 #include <random>
 #include <sstream>
 
+#include "model.h"
 #include "queue/command_codec.h"
 #include "queue/store.h"
-#include "model.h"
 
 using namespace dueq::queue;
 
@@ -38,14 +38,14 @@ std::string describe(const Command& c) {
 }
 
 void drain_into(Store& s, Image& image) {
-    s.drain_changes([&](std::string_view q, std::string_view k,
-                        const std::optional<std::string>& enc) {
-        if (enc) {
-            image[{std::string(q), std::string(k)}] = *enc;
-        } else {
-            image.erase({std::string(q), std::string(k)});
-        }
-    });
+    s.drain_changes(
+        [&](std::string_view q, std::string_view k, const std::optional<std::string>& enc) {
+            if (enc) {
+                image[{std::string(q), std::string(k)}] = *enc;
+            } else {
+                image.erase({std::string(q), std::string(k)});
+            }
+        });
 }
 
 Image snapshot(const Store& s) {
@@ -97,12 +97,15 @@ struct Generator {
     std::vector<std::tuple<std::string, std::string, LeaseId>> leases;  // handed out so far
 
     explicit Generator(std::uint64_t seed) : rng(seed) {
-        for (int i = 0; i < 24; ++i) keys.push_back("k" + std::to_string(i));
+        for (int i = 0; i < 24; ++i)
+            keys.push_back("k" + std::to_string(i));
     }
     std::uint64_t below(std::uint64_t n) { return rng() % n; }
     bool chance(int percent) { return below(100) < static_cast<std::uint64_t>(percent); }
     template <class T>
-    const T& pick(const std::vector<T>& v) { return v[below(v.size())]; }
+    const T& pick(const std::vector<T>& v) {
+        return v[below(v.size())];
+    }
 
     std::string queue() { return chance(2) ? std::string() : pick(queues); }
     std::string key() {
@@ -115,8 +118,8 @@ struct Generator {
     // A lease that was really handed out for some task (right or wrong), or a random one.
     void lease_target(std::string* q, std::string* k, LeaseId* lease) {
         if (!leases.empty() && chance(85)) {
-            auto& [lq, lk, ll] = leases[leases.size() - 1 - below(std::min<std::size_t>(
-                                                             leases.size(), 8))];
+            auto& [lq, lk, ll] =
+                leases[leases.size() - 1 - below(std::min<std::size_t>(leases.size(), 8))];
             *q = lq;
             *k = chance(90) ? lk : pick(keys);
             *lease = ll;
@@ -182,7 +185,8 @@ struct Generator {
 void compare_all(const Store& s, const model::Model& m, const Generator& g, Millis now) {
     REQUIRE(s.task_count() == m.task_count());
     for (const auto& q : g.queues) {
-        for (const auto& k : g.keys) check_view(s.get(q, k), m.get(q, k));
+        for (const auto& k : g.keys)
+            check_view(s.get(q, k), m.get(q, k));
         QueueStats a = s.stats(q, now), b = m.stats(q);
         CHECK(a.ready == b.ready);
         CHECK(a.taken == b.taken);
@@ -213,7 +217,8 @@ std::unique_ptr<Store> restart(const Store& from, const Image& image, const Queu
     auto s = std::make_unique<Store>();
     s->set_default_settings(d);
     REQUIRE(s->load_meta(from.encode_meta()));
-    for (const auto& [qk, enc] : image) REQUIRE(s->load_task(qk.first, qk.second, enc));
+    for (const auto& [qk, enc] : image)
+        REQUIRE(s->load_task(qk.first, qk.second, enc));
     return s;
 }
 
@@ -274,7 +279,8 @@ void run_seed(std::uint64_t seed, int steps) {
 
 TEST_CASE("store matches the reference model, with restarts, over random commands",
           "[queue][model]") {
-    for (std::uint64_t seed : {1, 2, 3, 4, 5, 6, 7, 8}) run_seed(seed, 2500);
+    for (std::uint64_t seed : {1, 2, 3, 4, 5, 6, 7, 8})
+        run_seed(seed, 2500);
 }
 
 TEST_CASE("random seed from the environment", "[queue][model][.]") {

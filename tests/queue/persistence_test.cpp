@@ -15,11 +15,11 @@ using Image = std::map<std::pair<std::string, std::string>, std::optional<std::s
 
 Image drain(Store& s) {
     Image out;
-    s.drain_changes([&](std::string_view q, std::string_view k,
-                        const std::optional<std::string>& enc) {
-        auto [it, fresh] = out.emplace(std::pair{std::string(q), std::string(k)}, enc);
-        if (!fresh) FAIL("key reported twice in one drain: " << k);
-    });
+    s.drain_changes(
+        [&](std::string_view q, std::string_view k, const std::optional<std::string>& enc) {
+            auto [it, fresh] = out.emplace(std::pair{std::string(q), std::string(k)}, enc);
+            if (!fresh) FAIL("key reported twice in one drain: " << k);
+        });
     return out;
 }
 
@@ -52,8 +52,7 @@ void same_task(const Store& a, const Store& b, const std::string& q, const std::
 
 }  // namespace
 
-TEST_CASE("drain_changes reports each changed key once, deletions as nullopt",
-          "[queue][persist]") {
+TEST_CASE("drain_changes reports each changed key once, deletions as nullopt", "[queue][persist]") {
     Store s;
     REQUIRE(s.apply(Put{"q", "a", "1"}, T0).ok());
     REQUIRE(s.apply(Put{"q", "a", "2"}, T0).ok());
@@ -65,7 +64,7 @@ TEST_CASE("drain_changes reports each changed key once, deletions as nullopt",
 
     REQUIRE(s.apply(Delete{"q", "a"}, T0).ok());
     REQUIRE(s.apply(Put{"q", "c", "1"}, T0).ok());
-    REQUIRE(s.apply(Delete{"q", "c"}, T0).ok());       // never persisted: still reported
+    REQUIRE(s.apply(Delete{"q", "c"}, T0).ok());  // never persisted: still reported
     REQUIRE(s.apply(Delete{"q", "b"}, T0).ok());
     REQUIRE(s.apply(Put{"q", "b", "again"}, T0).ok());  // deleted then re-created
     Image second = drain(s);
@@ -99,8 +98,7 @@ TEST_CASE("drain_changes reports what time did: expiries, ends of delays, remova
     CHECK(changes.at({"q", "b"}).has_value());
 }
 
-TEST_CASE("restart rebuilds leases, sessions, delays, retention and counters",
-          "[queue][persist]") {
+TEST_CASE("restart rebuilds leases, sessions, delays, retention and counters", "[queue][persist]") {
     Store s;
     Declare d{"q"};
     d.ttr_ms = 1000;
@@ -151,7 +149,8 @@ TEST_CASE("restart rebuilds leases, sessions, delays, retention and counters",
         CHECK(a.version == b.version);
     }
     CHECK(t->encode_meta() == s.encode_meta());
-    for (int i = 0; i < 6; ++i) same_task(s, *t, "q", "late" + std::to_string(i));
+    for (int i = 0; i < 6; ++i)
+        same_task(s, *t, "q", "late" + std::to_string(i));
 }
 
 TEST_CASE("lease ids are not reused after a restart", "[queue][persist]") {
@@ -168,9 +167,8 @@ TEST_CASE("records that do not decode are refused", "[queue][persist]") {
     REQUIRE(s.apply(Put{"q", "a", "p"}, T0).ok());
     std::string meta = s.encode_meta();
     std::string task;
-    s.for_each_task([&](std::string_view, std::string_view, std::string_view enc) {
-        task = std::string(enc);
-    });
+    s.for_each_task(
+        [&](std::string_view, std::string_view, std::string_view enc) { task = std::string(enc); });
     REQUIRE_FALSE(task.empty());
 
     Store t;
@@ -189,7 +187,8 @@ TEST_CASE("records that do not decode are refused", "[queue][persist]") {
     CHECK(t.task_count() == 0);
     // Records carry no checksum of their own (storage checksums them); what is checked
     // here is that no prefix and no broken type byte gets through.
-    for (std::size_t n = 0; n < task.size(); ++n) CHECK_FALSE(t.load_task("q", "a", task.substr(0, n)));
+    for (std::size_t n = 0; n < task.size(); ++n)
+        CHECK_FALSE(t.load_task("q", "a", task.substr(0, n)));
     for (std::size_t i : {0, 1, 2, 3}) {
         std::string c = task;
         c[i] = '\xc1';

@@ -27,7 +27,8 @@ Take take(std::uint32_t count = 1, SessionId session = 7, bool rod = true) {
 
 std::vector<std::string> keys_of(const Result& r) {
     std::vector<std::string> keys;
-    for (const auto& t : r.tasks) keys.push_back(t.key);
+    for (const auto& t : r.tasks)
+        keys.push_back(t.key);
     return keys;
 }
 
@@ -148,7 +149,7 @@ TEST_CASE("take order: due with lead, not-late earliest first, then late earlies
     REQUIRE(f.apply(put("late-new", now - 10)).ok());
     REQUIRE(f.apply(put("soon", now + 50)).ok());
     REQUIRE(f.apply(put("at-now", now)).ok());
-    REQUIRE(f.apply(put("edge", now + 100)).ok());      // time - lead == now: due
+    REQUIRE(f.apply(put("edge", now + 100)).ok());     // time - lead == now: due
     REQUIRE(f.apply(put("not-due", now + 101)).ok());  // one ms too early
     Result r = f.apply(take(10), now);
     CHECK(keys_of(r) == std::vector<std::string>{"at-now", "soon", "edge", "late-old", "late-new"});
@@ -159,12 +160,12 @@ TEST_CASE("take order: due with lead, not-late earliest first, then late earlies
 
 TEST_CASE("equal times are handed out in key order", "[queue][order]") {
     Fixture f;
-    for (const char* k : {"c", "a", "b"}) REQUIRE(f.apply(put(k, T0)).ok());
+    for (const char* k : {"c", "a", "b"})
+        REQUIRE(f.apply(put(k, T0)).ok());
     CHECK(keys_of(f.apply(take(3))) == std::vector<std::string>{"a", "b", "c"});
 }
 
-TEST_CASE("late_share reserves that share of contested takes for late tasks",
-          "[queue][order]") {
+TEST_CASE("late_share reserves that share of contested takes for late tasks", "[queue][order]") {
     auto run = [](double share) {
         Fixture f;
         Declare d{"q"};
@@ -176,7 +177,8 @@ TEST_CASE("late_share reserves that share of contested takes for late tasks",
             REQUIRE(f.apply(put("fresh" + std::to_string(i), T0 + 100 + i)).ok());
         }
         std::string kinds;
-        for (int i = 0; i < 8; ++i) kinds += f.take_one().key.substr(0, 1);
+        for (int i = 0; i < 8; ++i)
+            kinds += f.take_one().key.substr(0, 1);
         return kinds;
     };
     CHECK(run(0.0) == "ffffffff");
@@ -192,8 +194,10 @@ TEST_CASE("late_share credit only moves on contested takes", "[queue][order]") {
     d.late_share = 0.5;
     REQUIRE(f.apply(d).ok());
     // Only fresh tasks: no contest, so no credit is built up for later.
-    for (int i = 0; i < 4; ++i) REQUIRE(f.apply(put("f" + std::to_string(i), T0 + 10 + i)).ok());
-    for (int i = 0; i < 4; ++i) CHECK(f.take_one().key[0] == 'f');
+    for (int i = 0; i < 4; ++i)
+        REQUIRE(f.apply(put("f" + std::to_string(i), T0 + 10 + i)).ok());
+    for (int i = 0; i < 4; ++i)
+        CHECK(f.take_one().key[0] == 'f');
     REQUIRE(f.apply(put("late", T0 - 1)).ok());
     REQUIRE(f.apply(put("fresh", T0 + 1)).ok());
     CHECK(f.take_one().key == "fresh");
@@ -243,8 +247,7 @@ TEST_CASE("a lease runs out at lease_until: back to ready, attempts kept", "[que
     CHECK(again.lease != t.lease);
 }
 
-TEST_CASE("touch extends the lease from now; wrong or stale leases are refused",
-          "[queue][lease]") {
+TEST_CASE("touch extends the lease from now; wrong or stale leases are refused", "[queue][lease]") {
     Fixture f;
     REQUIRE(f.apply(put("a", T0)).ok());
     TakenTask t = f.take_one();
@@ -359,8 +362,7 @@ TEST_CASE("release: back to ready, optionally held back by delay_ms", "[queue][r
     CHECK(f.take_one(T0 + 530).key == "a");
 }
 
-TEST_CASE("bury and kick: kick moves the earliest buried first, up to count",
-          "[queue][bury]") {
+TEST_CASE("bury and kick: kick moves the earliest buried first, up to count", "[queue][bury]") {
     Fixture f;
     for (auto [k, t] : {std::pair{"x", T0 + 3}, {"y", T0 + 1}, {"z", T0 + 2}}) {
         REQUIRE(f.apply(put(k, t)).ok());
@@ -388,7 +390,7 @@ TEST_CASE("max_attempts: the failure after the last allowed take buries", "[queu
     d.max_attempts = 2;
     REQUIRE(f.apply(d).ok());
     REQUIRE(f.apply(put("a", T0)).ok());
-    f.take_one(T0);                        // attempt 1, lease runs out
+    f.take_one(T0);                       // attempt 1, lease runs out
     TakenTask t = f.take_one(T0 + 1000);  // attempt 2
     CHECK(t.attempts == 2);
     f.s.advance(T0 + 2000);  // the second lease runs out: no attempts left
@@ -422,7 +424,8 @@ TEST_CASE("max_attempts lowered: a take buries what has used its attempts and go
 
 TEST_CASE("ReleaseSession returns the session's release_on_disconnect tasks", "[queue][session]") {
     Fixture f;
-    for (const char* k : {"a", "b", "c", "d"}) REQUIRE(f.apply(put(k, T0)).ok());
+    for (const char* k : {"a", "b", "c", "d"})
+        REQUIRE(f.apply(put(k, T0)).ok());
     REQUIRE(f.apply(take(1, 1, true)).tasks.size() == 1);   // a: session 1
     REQUIRE(f.apply(take(1, 1, false)).tasks.size() == 1);  // b: session 1, kept on disconnect
     REQUIRE(f.apply(take(1, 2, true)).tasks.size() == 1);   // c: session 2
@@ -461,8 +464,11 @@ TEST_CASE("delete removes a task in any status", "[queue]") {
 }
 
 TEST_CASE("bad input is refused with bad_request and changes nothing", "[queue][errors]") {
-    Store s(StoreLimits{.max_key_bytes = 8, .max_payload_bytes = 16, .max_take_count = 10,
-                        .max_kick_count = 10, .max_queue_name_bytes = 8});
+    Store s(StoreLimits{.max_key_bytes = 8,
+                        .max_payload_bytes = 16,
+                        .max_take_count = 10,
+                        .max_kick_count = 10,
+                        .max_queue_name_bytes = 8});
     REQUIRE(s.apply(Put{"q", "a", "p"}, T0).ok());
     const std::string meta = s.encode_meta();
     const double nan = std::numeric_limits<double>::quiet_NaN();
@@ -567,7 +573,8 @@ TEST_CASE("stats count by status and find the due and late edges", "[queue][stat
 
 TEST_CASE("stats stop counting due tasks at the cap", "[queue][stats]") {
     Fixture f;
-    for (int i = 0; i < 10'050; ++i) REQUIRE(f.apply(put("k" + std::to_string(i), T0)).ok());
+    for (int i = 0; i < 10'050; ++i)
+        REQUIRE(f.apply(put("k" + std::to_string(i), T0)).ok());
     QueueStats st = f.s.stats("q", T0);
     CHECK(st.ready == 10'050);
     CHECK(st.due_now == 10'000);
@@ -620,8 +627,10 @@ TEST_CASE("payloads change size in place and across reallocation", "[queue]") {
 TEST_CASE("many keys: lookup survives growth and deletion", "[queue]") {
     Fixture f;
     const int n = 20'000;
-    for (int i = 0; i < n; ++i) REQUIRE(f.apply(put("key-" + std::to_string(i), T0 + i)).ok());
-    for (int i = 0; i < n; i += 3) REQUIRE(f.apply(Delete{"q", "key-" + std::to_string(i)}).ok());
+    for (int i = 0; i < n; ++i)
+        REQUIRE(f.apply(put("key-" + std::to_string(i), T0 + i)).ok());
+    for (int i = 0; i < n; i += 3)
+        REQUIRE(f.apply(Delete{"q", "key-" + std::to_string(i)}).ok());
     for (int i = 0; i < n; ++i) {
         bool present = f.s.get("q", "key-" + std::to_string(i)).has_value();
         if (present == (i % 3 == 0)) FAIL("key-" << i << " present=" << present);

@@ -46,9 +46,7 @@ bool parse_size(const char* s, std::size_t* out) {
 int parse(int argc, char** argv, Options* o) {
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
-        auto value = [&](std::size_t* out) {
-            return i + 1 < argc && parse_size(argv[++i], out);
-        };
+        auto value = [&](std::size_t* out) { return i + 1 < argc && parse_size(argv[++i], out); };
         bool ok = true;
         if (a == "--help" || a == "-h") {
             std::fputs(kUsage, stdout);
@@ -69,10 +67,10 @@ int parse(int argc, char** argv, Options* o) {
             return 2;
         }
     }
-    if (o->tasks == 0 || o->key_bytes < 12 || o->key_bytes > 1024 ||
-        o->payload_bytes > (1 << 20)) {
-        std::fprintf(stderr, "queue-mem: need tasks > 0, 12 <= key-bytes <= 1024, "
-                             "payload-bytes <= 1048576\n");
+    if (o->tasks == 0 || o->key_bytes < 12 || o->key_bytes > 1024 || o->payload_bytes > (1 << 20)) {
+        std::fprintf(stderr,
+                     "queue-mem: need tasks > 0, 12 <= key-bytes <= 1024, "
+                     "payload-bytes <= 1048576\n");
         return 2;
     }
     return 0;
@@ -155,17 +153,15 @@ int main(int argc, char** argv) {
             "{\"tasks\":%zu,\"key_bytes\":%zu,\"payload_bytes\":%zu,"
             "\"overhead_bytes_per_task\":%.1f,\"rss_bytes_per_task\":%.1f,"
             "\"fill_seconds\":%.3f,\"take_ack_seconds\":%.3f,\"take_ack_tasks\":%zu}\n",
-            o.tasks, o.key_bytes, o.payload_bytes, by_accounting, by_rss, fill_s, cycle_s,
-            cycled);
+            o.tasks, o.key_bytes, o.payload_bytes, by_accounting, by_rss, fill_s, cycle_s, cycled);
         return 0;
     }
     std::printf("tasks                               %zu\n", o.tasks);
     std::printf("key bytes / payload bytes           %zu / %zu\n", o.key_bytes, o.payload_bytes);
     std::printf("bytes/task, store accounting        %.1f\n", by_accounting);
     std::printf("bytes/task, RSS growth - key+payload %.1f\n", by_rss);
-    std::printf("fill (put + drain)                  %.3f s  (%.0f puts/s)\n", fill_s,
-                n / fill_s);
-    std::printf("take+ack every task                 %.3f s  (%.0f tasks/s, %zu cycled)\n",
-                cycle_s, static_cast<double>(cycled) / cycle_s, cycled);
+    std::printf("fill (put + drain)                  %.3f s  (%.0f puts/s)\n", fill_s, n / fill_s);
+    std::printf("take+ack every task                 %.3f s  (%.0f tasks/s, %zu cycled)\n", cycle_s,
+                static_cast<double>(cycled) / cycle_s, cycled);
     return 0;
 }
