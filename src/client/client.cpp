@@ -11,6 +11,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include <utility>  // before asio: Boost 1.74 uses std::exchange without it
+
 #include <boost/asio.hpp>
 
 #include "client/codec.h"

@@ -15,6 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include <utility>  // before asio: Boost 1.74 uses std::exchange without it
+
 #include <boost/asio.hpp>
 #include <nlohmann/json.hpp>
 
