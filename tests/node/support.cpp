@@ -28,9 +28,10 @@ node::Config TestNode::config_for(const std::string& name) {
     return c;
 }
 
-TestNode::TestNode(node::Config config) : io_(1) {
+TestNode::TestNode(node::Config config, rocksdb::Env* storage_env) : io_(1) {
     spdlog::set_level(spdlog::level::warn);  // one node per test case: keep the output readable
     node_ = std::make_unique<node::Node>(io_, std::move(config));
+    node_->set_storage_env(storage_env);
     auto err = node_->start();
     if (err) FAIL("node failed to start: " << *err);
     port_ = node_->client_port();

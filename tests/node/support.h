@@ -24,7 +24,10 @@ std::filesystem::path fresh_dir(const std::string& name);
 
 class TestNode {
 public:
-    explicit TestNode(node::Config config);
+    explicit TestNode(node::Config config) : TestNode(std::move(config), nullptr) {}
+    // `storage_env`: RocksDB's environment for this node (Node::set_storage_env), e.g. a
+    // fault-injection one; null for the default. It must outlive the TestNode.
+    TestNode(node::Config config, rocksdb::Env* storage_env);
     explicit TestNode(const std::string& name) : TestNode(config_for(name)) {}
     ~TestNode();
     static node::Config config_for(const std::string& name);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <system_error>
+#include <thread>
 
 namespace dueq::test {
 
@@ -104,6 +105,7 @@ public:
         return target()->Flush(o, dbg);
     }
     IOStatus Sync(const IOOptions& o, IODebugContext* dbg) override {
+        slow_disk();
         std::lock_guard lock(owner_.mu_);
         if (owner_.crashed_) return IOStatus::OK();
         auto s = target()->Sync(o, dbg);
@@ -111,6 +113,7 @@ public:
         return s;
     }
     IOStatus Fsync(const IOOptions& o, IODebugContext* dbg) override {
+        slow_disk();
         std::lock_guard lock(owner_.mu_);
         if (owner_.crashed_) return IOStatus::OK();
         auto s = target()->Fsync(o, dbg);
@@ -137,6 +140,10 @@ public:
     }
 
 private:
+    void slow_disk() const {
+        if (const auto us = owner_.sync_delay_us_.load(); us > 0)
+            std::this_thread::sleep_for(std::chrono::microseconds(us));
+    }
     void appended_locked(std::size_t n) {
         auto it = owner_.files_.find(name_);
         if (it != owner_.files_.end()) it->second.appended += n;

@@ -34,6 +34,8 @@
 // the sync rules above), one that starts after is not.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -70,6 +72,12 @@ public:
     // Bytes appended but not yet synced, over all tracked files (for tests of the
     // harness itself).
     std::uint64_t unsynced_bytes() const;
+
+    // A slow disk: every Sync/Fsync of a file waits this long before it starts (outside
+    // the lock, so a crash() may land in the wait and the sync then does nothing). It
+    // widens the window in which a component that answered before its fsync finished
+    // would be caught with the answered data still unsynced. Zero by default.
+    void set_sync_delay(std::chrono::microseconds delay) { sync_delay_us_ = delay.count(); }
 
     // ---- rocksdb::FileSystem overrides (the tracked mutations) ----
     rocksdb::IOStatus NewWritableFile(const std::string& fname, const rocksdb::FileOptions& opts,
@@ -128,6 +136,7 @@ private:
                                    const std::function<rocksdb::IOStatus(
                                        std::unique_ptr<rocksdb::FSWritableFile>*)>& open);
 
+    std::atomic<std::int64_t> sync_delay_us_{0};
     mutable std::mutex mu_;  // guards crashed_ and files_, and serializes tracked mutations
     bool crashed_ = false;
     std::map<std::string, FileState> files_;  // by normalized path
