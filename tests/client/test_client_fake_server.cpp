@@ -317,3 +317,30 @@ TEST_CASE("bad input is refused locally without a round trip", "[client]") {
     Client bad_seeds(options_for({"nonsense"}));
     CHECK(bad_seeds.ping().code() == Code::bad_request);
 }
+
+TEST_CASE("a blocking take's wait extends its deadline", "[client]") {
+    FakeServer* self = nullptr;
+    std::vector<std::thread> repliers;
+    std::mutex mu;
+    FakeServer server([&](const FakeServer::ConnPtr& c, const Json& req) -> std::optional<Json> {
+        if (auto r = basic_reply(req)) return r;
+        // Answer the take (empty) after 300 ms, as a server whose timeout_ms ran out would.
+        std::lock_guard<std::mutex> lock(mu);
+        repliers.emplace_back([self, c, req] {
+            std::this_thread::sleep_for(300ms);
+            self->send(c, ok_reply(req, {{"tasks", Json::array()}}));
+        });
+        return std::nullopt;
+    });
+    self = &server;
+    auto opts = options_for({server.address()});
+    opts.call_timeout = 150ms;
+    Client client(opts);
+    auto r = client.take({.queue = "q", .timeout_ms = 300});
+    REQUIRE(r.ok());
+    CHECK(r->tasks.empty());
+    auto late = client.take({.queue = "q"});  // no wait: 150 ms is all it gets
+    CHECK(late.code() == Code::timeout);
+    std::lock_guard<std::mutex> lock(mu);
+    for (auto& t : repliers) t.join();
+}
