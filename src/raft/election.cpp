@@ -66,7 +66,11 @@ void Raft::respond_to_stale(const Message& m) {
 }
 
 bool Raft::in_lease() const {
-    return cfg_.check_quorum && leader_ != kNoNode && election_elapsed_ < cfg_.election_tick;
+    // A node that just (re)started may have heard a leader right before it went down:
+    // it keeps that leader's lease too, for one election timeout, or a crash and quick
+    // restart would let it vote while the old leader still serves lease reads.
+    bool heard_leader = leader_ != kNoNode || tick_count_ < static_cast<std::uint64_t>(cfg_.election_tick);
+    return cfg_.check_quorum && heard_leader && election_elapsed_ < cfg_.election_tick;
 }
 
 void Raft::campaign(bool pre_vote, bool transfer) {
@@ -159,8 +163,9 @@ Status Raft::transfer_leadership(NodeId peer) {
     transferee_ = peer;
     transfer_elapsed_ = 0;
     election_elapsed_ = 0;  // the transfer gets a full election timeout (tick_leader)
+    transfer_sent_ = false;
     if (it->second.match == log_.last_index()) {
-        timeout_now_sent_ = true;
+        timeout_now_sent_ = transfer_sent_ = true;
         send({.type = MessageType::timeout_now, .to = peer});
     } else {
         send_appends(peer, false);

@@ -33,7 +33,8 @@ std::string_view to_string(MessageType t);
 //  pre_vote/vote:   term = candidate's (next) term, index/log_term = candidate's last
 //                   entry, context = 1 when the election is a leadership transfer.
 //  *_vote_resp:     reject = refused.
-//  append:          index/log_term = entry before `entries`, commit = leader's commit.
+//  append:          index/log_term = entry before `entries`, commit = leader's commit,
+//                   context = the leader's generation for this follower (echoed).
 //  append_resp:     reject=false: index = last index now known to match the leader.
 //                   reject=true:  index = the rejected append's `index`; hint_index and
 //                   log_term = the follower's guess where logs may match (§5.3 "fast

@@ -32,6 +32,7 @@ void Progress::become_probe() {
         next = match + 1;
     }
     state = ProgressState::probe;
+    ++generation;
     probe_sent = false;
     pending_snapshot = 0;
     ticks_since_progress = 0;
@@ -49,6 +50,7 @@ void Progress::become_replicate() {
 
 void Progress::become_snapshot(Index snapshot_index) {
     state = ProgressState::snapshot;
+    ++generation;
     pending_snapshot = snapshot_index;
     probe_sent = false;
     ticks_since_progress = 0;

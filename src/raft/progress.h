@@ -56,6 +56,12 @@ struct Progress {
     bool recent_active = false;   // heard from since the last check-quorum round (§6.2)
     int ticks_since_progress = 0; // ticks since match last advanced (stall detection)
     std::uint64_t acked_round = 0;  // highest heartbeat round the follower answered
+    // Bumped whenever the leader stops trusting what it has sent (back to probe, or a
+    // snapshot). Appends carry it and replies echo it, so that a rejection of a message
+    // sent before the reset (reordered or duplicated) cannot trigger another reset:
+    // without this, every stale rejection restarts the pipeline and, under reordering,
+    // the number of appends in flight grows without bound.
+    std::uint64_t generation = 0;
     Inflights inflights;
 
     void become_probe();

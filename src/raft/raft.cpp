@@ -212,9 +212,18 @@ const Progress* Raft::progress(NodeId peer) const {
 bool Raft::has_ready() const {
     if (!msgs_.empty() || pending_bcast_ || !read_states_.empty()) return true;
     if (!log_.unstable_entries().empty() || log_.unstable_snapshot()) return true;
-    if (hard_state() != handed_hs_) return true;
+    if (hard_state_to_persist() != handed_hs_) return true;
     Index upto = planted(PlantedBug::apply_uncommitted) ? log_.last_index() : log_.committed();
     return upto > log_.applying();
+}
+
+HardState Raft::hard_state_to_persist() const {
+    HardState hs = hard_state();
+    if (planted(PlantedBug::vote_before_persist) && vote_ != cfg_.id) {
+        // Planted bug: a vote for someone else is not written until the term changes.
+        hs.vote = hs.term == handed_hs_.term ? handed_hs_.vote : kNoNode;
+    }
+    return hs;
 }
 
 Ready Raft::ready() {
@@ -225,11 +234,7 @@ Ready Raft::ready() {
     Ready rd;
     rd.entries = log_.unstable_entries();
     rd.snapshot = log_.unstable_snapshot();
-    HardState hs = hard_state();
-    if (planted(PlantedBug::vote_before_persist) && vote_ != cfg_.id) {
-        // Planted bug: a vote for someone else is not written until the term changes.
-        hs.vote = hs.term == handed_hs_.term ? handed_hs_.vote : kNoNode;
-    }
+    HardState hs = hard_state_to_persist();
     if (hs != handed_hs_) {
         rd.hard_state = hs;
         handed_hs_ = hs;

@@ -105,6 +105,7 @@ private:
     void reset_election_timeout();
     void send(Message m);
     bool planted(PlantedBug b) const;
+    HardState hard_state_to_persist() const;
 
     // Ticks (raft.cpp)
     void tick_election();
@@ -126,6 +127,7 @@ private:
     void bcast_append();
     void handle_append(const Message& m);
     void handle_append_response(const Message& m);
+    void on_append_ack(NodeId peer, Progress& pr, Index index);
     void handle_snapshot(const Message& m);
     void handle_heartbeat(const Message& m);
     void handle_heartbeat_response(const Message& m);
@@ -160,6 +162,7 @@ private:
 
     NodeId transferee_ = kNoNode;
     int transfer_elapsed_ = 0;
+    bool transfer_sent_ = false;     // TimeoutNow already sent for the current transfer
     bool timeout_now_sent_ = false;  // this term: the lease can no longer be trusted
 
     // ReadIndex (§6.4): reads waiting for the term's first commit, then for a round.

@@ -67,6 +67,7 @@ bool Raft::send_append(NodeId peer, bool allow_empty) {
           .index = prev,
           .log_term = prev_term.value(),
           .commit = log_.committed(),
+          .context = pr.generation,
           .entries = std::move(ents)});
     pr.on_sent(sent_last, bytes, has_entries);
     return true;
@@ -87,7 +88,7 @@ void Raft::handle_append(const Message& m) {
     if (role_ != Role::follower) become_follower(term_, m.from);  // §3.4: a leader exists
     leader_ = m.from;
     election_elapsed_ = 0;
-    Message resp{.type = MessageType::append_resp, .to = m.from};
+    Message resp{.type = MessageType::append_resp, .to = m.from, .context = m.context};
     if (m.index < log_.committed()) {
         // Everything up to our commit index matches any leader's log: say so, so that
         // a leader probing below it moves on at once.
@@ -117,9 +118,20 @@ void Raft::handle_append_response(const Message& m) {
     pr.recent_active = true;
 
     if (m.reject) {
-        bool stale = pr.state == ProgressState::replicate ? m.index <= pr.match
-                                                          : m.index != pr.next - 1;
+        bool stale = m.context != pr.generation ||
+                     (pr.state == ProgressState::replicate ? m.index <= pr.match
+                                                           : m.index != pr.next - 1);
         if (stale || pr.state == ProgressState::snapshot) return;
+        // If the hint entry is also ours, the follower's log matches ours up to it
+        // (Log Matching), so it is as good as an ack of the hint.
+        bool hint_matches = m.log_term > 0 && log_.match_term(m.hint_index, m.log_term);
+        if (pr.state == ProgressState::replicate && hint_matches && m.hint_index > pr.match) {
+            // A gap, not a conflict: with pipelining the missing appends are usually
+            // still on their way (reordered). Take the ack and keep the pipeline; if the
+            // gap does not close (a later reject shows no progress), probe from it.
+            on_append_ack(m.from, pr, m.hint_index);
+            return;
+        }
         // Skip a whole term of mismatching entries at a time: the follower's hint says
         // where its log may match; our own log says which of our entries can match it.
         Index probe = m.hint_index;
@@ -130,22 +142,28 @@ void Raft::handle_append_response(const Message& m) {
         return;
     }
 
-    bool was_paused = pr.paused();
-    bool advanced = pr.on_ack(m.index);
-    if (pr.state == ProgressState::probe && pr.match >= m.index) {
+    if (pr.state == ProgressState::probe && m.index >= pr.match) {
+        pr.on_ack(m.index);
         pr.become_replicate();
-    } else if (pr.state == ProgressState::snapshot && pr.match >= pr.pending_snapshot) {
+    } else if (pr.state == ProgressState::snapshot && m.index >= pr.pending_snapshot) {
+        pr.on_ack(m.index);
         pr.become_replicate();
     }
+    on_append_ack(m.from, pr, m.index);
+}
+
+void Raft::on_append_ack(NodeId peer, Progress& pr, Index index) {
+    bool was_paused = pr.paused();
+    bool advanced = pr.on_ack(index);
     if (advanced && maybe_commit()) {
         on_leader_commit();
         bcast_append();
     } else if (was_paused || advanced) {
-        send_appends(m.from, false);
+        send_appends(peer, false);
     }
-    if (m.from == transferee_ && pr.match == log_.last_index()) {
-        timeout_now_sent_ = true;
-        send({.type = MessageType::timeout_now, .to = m.from});  // §3.10: caught up
+    if (peer == transferee_ && pr.match == log_.last_index() && !transfer_sent_) {
+        timeout_now_sent_ = transfer_sent_ = true;
+        send({.type = MessageType::timeout_now, .to = peer});  // §3.10: caught up
     }
 }
 

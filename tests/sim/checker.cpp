@@ -170,6 +170,7 @@ void Checker::on_persist(NodeId id, const raft::Ready& rd) {
         if (hs.term == old.term && old.vote != 0 && hs.vote != old.vote) {
             fail(cat("node ", id, " changed its persisted vote in term ", hs.term));
         }
+        if (hs.vote != 0) durable_votes_[{id, hs.term}] = hs.vote;
     }
     // Log Matching (§3.5): the same (index, term) anywhere means the same entry after
     // the same history. Checked inductively: same payload and same previous term.
@@ -196,10 +197,10 @@ void Checker::on_persist(NodeId id, const raft::Ready& rd) {
 void Checker::on_send(const raft::Message& m) {
     if (m.type != raft::MessageType::vote_resp || m.reject) return;
     // Figure 3.1: votedFor is on stable storage before the vote is granted.
-    const raft::HardState hs = view(m.from).storage->hard_state();
-    if (hs.term != m.term || hs.vote != m.to) {
+    auto durable = durable_votes_.find({m.from, m.term});
+    if (durable == durable_votes_.end() || durable->second != m.to) {
         fail(cat("node ", m.from, " granted its vote in term ", m.term, " to ", m.to,
-                 " before persisting it (disk: term ", hs.term, " vote ", hs.vote, ")"));
+                 " before persisting it"));
     }
     auto [it, inserted] = votes_.emplace(std::make_pair(m.from, m.term), m.to);
     if (!inserted && it->second != m.to) {

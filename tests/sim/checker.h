@@ -86,6 +86,7 @@ private:
     std::map<raft::NodeId, NodeTrack> tracks_;
     std::map<raft::Term, raft::NodeId> leaders_;           // at most one per term
     std::map<std::pair<raft::NodeId, raft::Term>, raft::NodeId> votes_;  // granted
+    std::map<std::pair<raft::NodeId, raft::Term>, raft::NodeId> durable_votes_;  // persisted
     std::vector<raft::Term> committed_{0};                 // index -> term (0: unknown)
     std::vector<Applied> applied_{{0, 0}};                 // index -> first application
     std::unordered_map<LogKey, LogValue, LogKeyHash> log_entries_;  // log matching

@@ -44,10 +44,11 @@ Cluster::Cluster(const SimOptions& opts)
     max_inflight_bytes_ = rng_.chance(0.3) ? 2048 : 1 << 20;
     snapshot_threshold_ = threshold_choices[rng_.uniform(0, 2)];
     keep_entries_ = keep_choices[rng_.uniform(0, 2)];
+    link_latency_us_ = rng_.uniform(100, 1000);
     if (opts.faults) {
         drop_ = rng_.uniform(0, 100) / 1000.0;  // up to 10%
         dup_ = rng_.uniform(0, 50) / 1000.0;
-        slow_net_ = rng_.uniform(0, 200) / 1000.0;
+        slow_net_ = rng_.uniform(10, 300) / 1000.0;
         max_delay_us_ = rng_.uniform(5, 60) * 1000;
         crash_rate_ = rng_.uniform(5, 60) / 1000.0;
         partition_rate_ = rng_.uniform(5, 80) / 1000.0;
@@ -210,8 +211,10 @@ void Cluster::net_send(const Message& m) {
         if (rng_.chance(dup_)) copies = 2;
     }
     for (int c = 0; c < copies; ++c) {
-        std::uint64_t delay = rng_.uniform(100, 1000);
-        if (!healed_ && rng_.chance(slow_net_)) delay += rng_.uniform(0, max_delay_us_);
+        // A healthy link is FIFO (like TCP): a fixed latency. Faults add random delay to
+        // some messages, which reorders them.
+        std::uint64_t delay = link_latency_us_;
+        if (!healed_ && (c > 0 || rng_.chance(slow_net_))) delay += rng_.uniform(0, max_delay_us_);
         std::size_t slot;
         if (free_slots_.empty()) {
             slot = slots_.size();
@@ -245,24 +248,15 @@ void Cluster::dispatch(const Event& ev) {
         case EventKind::tick: {
             Node& n = nodes_[k];
             if (!n.up || ev.arg != n.incarnation) return;
-            if (n.persisting) {
-                schedule(n.busy_until, EventKind::tick, k, ev.arg);
-                return;
-            }
+            // Ticks run on time even while a Ready is being persisted: the shell's
+            // timer does not wait for the disk (the core allows input between ready()
+            // and advance(); only the next Ready waits).
             n.raft->tick(clock_ms(n));
             pump(k);
             schedule(now_ + tick_interval(n), EventKind::tick, k, ev.arg);
             return;
         }
-        case EventKind::deliver: {
-            Node& n = nodes_[k];
-            if (n.up && n.persisting) {
-                schedule(n.busy_until, EventKind::deliver, k, ev.arg);
-                return;
-            }
-            deliver(k, ev.arg);
-            return;
-        }
+        case EventKind::deliver: deliver(k, ev.arg); return;
         case EventKind::persist_done: {
             Node& n = nodes_[k];
             if (!n.up || ev.arg != n.incarnation || !n.persisting) return;

@@ -6,8 +6,9 @@
 //    (time, sequence number), so ties break the same way on every run.
 //  - Each node is the real raft::Raft plus a shell that carries out Ready batches:
 //    persist (to a MemoryStorage, which is what survives a crash), then send, then
-//    apply. While a Ready is being persisted the node is busy, like a shell blocked in
-//    fsync; a slow disk makes that long. A crash loses the Ready in progress.
+//    apply. While a Ready is being persisted (a slow disk makes that long) the node
+//    keeps taking messages and ticks, but its next Ready waits. A crash loses the
+//    Ready in progress and everything the core had not handed out yet.
 //  - Each node ticks every 10 ms of its own clock; clocks drift (rate) and are offset,
 //    and the offset clock is what a leader stamps on entries.
 //  - The network delays, drops, duplicates and reorders messages, and partitions
@@ -110,6 +111,7 @@ private:
     std::uint64_t partition_gen_ = 0;
     double drop_ = 0, dup_ = 0, slow_net_ = 0;
     std::uint64_t max_delay_us_ = 0;
+    std::uint64_t link_latency_us_ = 500;
 
     // per-seed shape
     int heartbeat_tick_ = 1;

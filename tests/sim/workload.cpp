@@ -155,6 +155,9 @@ void Cluster::client_action() {
         std::uint64_t ctx = next_read_++;
         if (node.raft->read_index(ctx)) {
             reads_[ctx] = {node.id, acked_max_index_};
+            trace("n%llu read_index ctx=%llu min=%llu commit=%llu lease=%d", (unsigned long long)node.id,
+                  (unsigned long long)ctx, (unsigned long long)acked_max_index_,
+                  (unsigned long long)node.raft->log().committed(), node.raft->lease_valid() ? 1 : 0);
             pump(k);
         }
     }
@@ -169,6 +172,8 @@ void Cluster::on_applied_command(int k, const raft::Entry& e) {
     if (it->second.first == e.term && it->second.second == id && id >= 1 && id <= commands_.size()) {
         // The node that accepted the proposal applied it: the client gets its "ok".
         commands_[id - 1].acked = true;
+        trace("n%llu ack cmd %llu at %llu", (unsigned long long)nodes_[k].id, (unsigned long long)id,
+              (unsigned long long)e.index);
         acked_max_index_ = std::max(acked_max_index_, e.index);
     }
     attempts_.erase(it);
