@@ -1,6 +1,6 @@
 // The inside of Store: queues, their trees, the lookup table, leases and the event
-// calendar. Internal to src/queue; split over store.cpp (commands), store_query.cpp
-// (reads) and task_codec.cpp (persistence).
+// calendar. Internal to src/queue; split over store_state.cpp (internals, time),
+// store.cpp (commands), store_query.cpp (reads) and task_codec.cpp (persistence).
 #pragma once
 
 #include <limits>

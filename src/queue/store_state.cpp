@@ -1,0 +1,258 @@
+// Store internals: queues, task records and their trees, leases, and the transitions
+// time causes (advance). The commands that drive them are in store.cpp.
+#include <algorithm>
+#include <cmath>
+
+#include "queue/store_impl.h"
+
+namespace dueq::queue {
+
+using detail::kNoEvent;
+using detail::sat_add;
+using detail::State;
+using Task = detail::Task;
+using Queue = detail::Queue;
+
+detail::StoreState::~StoreState() {
+    auto dispose = [this](Task* t) { Task::destroy(arena, t); };
+    for (Queue* q : queues) {
+        q->ready.clear_and_dispose(dispose);
+        q->delayed.clear_and_dispose(dispose);
+        q->buried.clear_and_dispose(dispose);
+        q->taken.clear_and_dispose(dispose);
+        q->done.clear_and_dispose(dispose);
+    }
+}
+
+// ---------------------------------------------------------------- queues
+
+Queue* detail::StoreState::find_queue(std::string_view name) const {
+    auto it = queues_by_name.find(name);
+    return it == queues_by_name.end() ? nullptr : it->second.get();
+}
+
+Queue* detail::StoreState::get_or_create_queue(std::string_view name) {
+    if (Queue* q = find_queue(name)) return q;
+    if (queues.size() >= detail::kMaxQueues) return nullptr;
+    auto q = std::make_unique<Queue>();
+    q->name = std::string(name);
+    q->id = static_cast<std::uint16_t>(queues.size());
+    Queue* raw = q.get();
+    queues.push_back(raw);
+    queues_by_name.emplace(raw->name, std::move(q));
+    recompute_settings(*raw);
+    return raw;
+}
+
+QueueSettings detail::StoreState::base_settings(std::string_view name) const {
+    auto it = configured.find(name);
+    return it == configured.end() ? defaults : it->second;
+}
+
+void detail::StoreState::recompute_settings(Queue& q) {
+    QueueSettings s = base_settings(q.name);
+    const auto& d = q.declared;
+    if (d.lead_ms) s.lead_ms = *d.lead_ms;
+    if (d.ttr_ms) s.ttr_ms = *d.ttr_ms;
+    if (d.retention_ms) s.retention_ms = *d.retention_ms;
+    if (d.max_attempts) s.max_attempts = *d.max_attempts;
+    if (d.late_share) s.late_share = *d.late_share;
+    q.settings = s;
+    double share = std::clamp(s.late_share, 0.0, 1.0);
+    q.late_ppm = static_cast<std::int64_t>(std::llround(share * detail::kShareScale));
+}
+
+void detail::StoreState::update_calendar(Queue& q) {
+    Millis at = kNoEvent;
+    if (!q.taken.empty()) at = std::min(at, q.taken.begin()->aux);
+    if (!q.delayed.empty()) at = std::min(at, q.delayed.begin()->aux);
+    if (!q.done.empty()) at = std::min(at, q.done.begin()->aux);
+    if (at == q.calendar_at) return;
+    if (q.calendar_at != kNoEvent) calendar.erase({q.calendar_at, q.id});
+    if (at != kNoEvent) calendar.insert({at, q.id});
+    q.calendar_at = at;
+}
+
+// ---------------------------------------------------------------- tasks
+
+void detail::StoreState::link(Queue& q, Task* t) {
+    switch (t->state()) {
+        case State::ready:
+            q.ready.insert(*t);
+            break;
+        case State::delayed:
+            q.delayed.insert(*t);
+            break;
+        case State::taken:
+            q.taken.insert(*t);
+            break;
+        case State::buried:
+            q.buried.insert(*t);
+            break;
+        case State::done:
+            q.done.insert(*t);
+            break;
+    }
+}
+
+void detail::StoreState::unlink(Queue& q, Task* t) {
+    switch (t->state()) {
+        case State::ready:
+            q.ready.erase(q.ready.iterator_to(*t));
+            break;
+        case State::delayed:
+            q.delayed.erase(q.delayed.iterator_to(*t));
+            break;
+        case State::taken:
+            q.taken.erase(q.taken.iterator_to(*t));
+            break;
+        case State::buried:
+            q.buried.erase(q.buried.iterator_to(*t));
+            break;
+        case State::done:
+            q.done.erase(q.done.iterator_to(*t));
+            break;
+    }
+}
+
+void detail::StoreState::mark_changed(Task* t) {
+    if (t->dirty) return;
+    t->dirty = 1;
+    changes.emplace_back(t->queue_id, std::string(t->key()));
+}
+
+void detail::StoreState::bump(Task* t, Millis at) {
+    t->version = t->version + 1;
+    // Per key, hlc only grows. Stamping with the time of the event (not the time advance()
+    // happened to run) keeps advance() commuting with apply().
+    std::uint64_t stamp = static_cast<std::uint64_t>(std::max<Millis>(at, 0)) << 16;
+    t->hlc = std::max(t->hlc + 1, stamp);
+}
+
+void detail::StoreState::grant_lease(Task* t, LeaseRec rec) {
+    leases[t] = rec;
+    if (rec.release_on_disconnect) session_leases.insert({rec.owner, rec.lease, t});
+}
+
+void detail::StoreState::drop_lease(Task* t) {
+    auto it = leases.find(t);
+    if (it == leases.end()) return;
+    if (it->second.release_on_disconnect) {
+        session_leases.erase({it->second.owner, it->second.lease, t});
+    }
+    leases.erase(it);
+}
+
+const detail::LeaseRec* detail::StoreState::lease_of(const Task* t) const {
+    auto it = leases.find(t);
+    return it == leases.end() ? nullptr : &it->second;
+}
+
+void detail::StoreState::remove_task(Queue& q, Task* t, bool record_change) {
+    unlink(q, t);
+    if (t->state() == State::taken) drop_lease(t);
+    destroy_unlinked(t, record_change);
+}
+
+void detail::StoreState::destroy_unlinked(Task* t, bool record_change) {
+    table.erase(t);
+    if (record_change && !t->dirty) changes.emplace_back(t->queue_id, std::string(t->key()));
+    Task::destroy(arena, t);
+}
+
+Task* detail::StoreState::set_payload(Task* t, std::string_view payload) {
+    if (payload.size() == t->payload_len) {
+        if (!payload.empty()) std::memcpy(t->tail() + t->key_len, payload.data(), payload.size());
+        return t;
+    }
+    Task* n = Task::create(arena, t->queue_id, t->key(), payload);
+    n->time = t->time;
+    n->aux = t->aux;
+    n->hlc = t->hlc;
+    n->version = t->version;
+    n->attempts = t->attempts;
+    n->state_bits = t->state_bits;
+    n->dirty = t->dirty;
+    table.replace(t, n);
+    Task::destroy(arena, t);
+    return n;
+}
+
+void detail::StoreState::after_failed_attempt(Queue& q, Task* t, Millis not_before) {
+    const std::uint32_t max = q.settings.max_attempts;
+    if (max != 0 && t->attempts >= max) {
+        t->set_state(State::buried);
+        t->aux = 0;
+    } else if (not_before > now) {
+        t->set_state(State::delayed);
+        t->aux = not_before;
+    } else {
+        t->set_state(State::ready);
+        t->aux = 0;
+    }
+    link(q, t);
+}
+
+// The refresh order of DESIGN §2: among due tasks (time - lead_ms <= now), first the ones
+// not yet late (now <= time) by earliest time, then the late ones (time < now) by earliest
+// time. When both kinds are waiting, late_share decides deterministically: each such take
+// adds late_ppm to a credit, and a take that finds the credit at a whole unit goes to the
+// oldest late task. So late tasks get exactly that share of contested takes.
+Task* detail::StoreState::pick_for_take(Queue& q, Millis at, bool* contested, bool* late) const {
+    *contested = false;
+    *late = false;
+    if (q.ready.empty()) return nullptr;
+    const Millis horizon = sat_add(at, q.settings.lead_ms);
+    auto first_not_late = q.ready.lower_bound(at, detail::TimeProbe{});
+    Task* not_late = nullptr;
+    if (first_not_late != q.ready.end() && first_not_late->time <= horizon) {
+        not_late = &*first_not_late;
+    }
+    Task* oldest = &*q.ready.begin();
+    Task* late_task = oldest->time < at ? oldest : nullptr;
+    if (not_late != nullptr && late_task != nullptr) {
+        *contested = true;
+        *late = q.late_credit + q.late_ppm >= detail::kShareScale;
+        return *late ? late_task : not_late;
+    }
+    *late = late_task != nullptr;
+    return not_late != nullptr ? not_late : late_task;
+}
+
+// ---------------------------------------------------------------- time
+
+void detail::StoreState::expire(Queue& q, Millis to) {
+    while (!q.taken.empty() && q.taken.begin()->aux <= to) {
+        Task* t = &*q.taken.begin();
+        const Millis lease_until = t->aux;
+        q.taken.erase(q.taken.begin());
+        drop_lease(t);
+        after_failed_attempt(q, t, lease_until);
+        bump(t, lease_until);
+        mark_changed(t);
+    }
+    while (!q.delayed.empty() && q.delayed.begin()->aux <= to) {
+        // The end of a delay is no write: status stays ready, so no version bump.
+        Task* t = &*q.delayed.begin();
+        q.delayed.erase(q.delayed.begin());
+        t->set_state(State::ready);
+        t->aux = 0;
+        q.ready.insert(*t);
+        mark_changed(t);
+    }
+    while (!q.done.empty() && q.done.begin()->aux <= to) {
+        remove_task(q, &*q.done.begin(), true);
+    }
+}
+
+void detail::StoreState::advance(Millis to) {
+    if (to <= now) return;
+    now = to;
+    while (!calendar.empty() && calendar.begin()->first <= to) {
+        Queue& q = *queues[calendar.begin()->second];
+        expire(q, to);
+        update_calendar(q);
+    }
+}
+
+}  // namespace dueq::queue
