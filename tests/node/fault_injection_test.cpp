@@ -156,7 +156,13 @@ Outcome crash_and_check(const std::string& name, bool fsync) {
     env.fs->set_sync_delay(std::chrono::milliseconds(2));
     node::Config config = TestNode::config_for(name);
     config.fsync = fsync;
-    const std::string data_dir = config.data_dir;
+    struct RemoveDir {
+        std::string path;
+        ~RemoveDir() {
+            std::error_code ec;
+            std::filesystem::remove_all(path, ec);
+        }
+    } remove_dir{config.data_dir};  // declared before the nodes: removed after they close
     Ledger ledger;
     ledger.cut_power = [&] { env.fs->crash(); };
 
@@ -212,9 +218,6 @@ Outcome crash_and_check(const std::string& name, bool fsync) {
             if (bad && out.samples.size() < 5) out.samples.push_back(p->queue + "/" + key);
         }
     }
-    again.stop();
-    std::error_code ec;
-    std::filesystem::remove_all(data_dir, ec);
     return out;
 }
 
