@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 bash scripts/build.sh
 
-bin=build
+bin=${BUILD_DIR:-build}
 addr=127.0.0.1:7700
 tokens=${DEMO_TOKENS:-300}
 seconds=${DEMO_SECONDS:-0}
@@ -46,7 +46,7 @@ done
 ctl stats tokens
 
 echo "demo: starting the refresher (builtin refresh: new token, expiry = now + 90s)"
-worker_args=(worker tokens --builtin-refresh --next-in 90s --concurrency 4 --progress-every 50)
+worker_args=(worker tokens --builtin-refresh --next-in 90s --concurrency 4 --progress-every 20)
 if [ "$seconds" != 0 ]; then worker_args+=(--duration "${seconds}s"); fi
 ctl "${worker_args[@]}"
 ctl stats tokens

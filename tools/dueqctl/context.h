@@ -3,6 +3,7 @@
 
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,7 @@ struct Context {
     client::CallOptions call_options() const;
 
 private:
+    std::once_flag client_once_;  // worker threads ask for the client at the same time
     std::unique_ptr<client::Client> client_;
 };
 

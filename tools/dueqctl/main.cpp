@@ -10,13 +10,13 @@
 namespace dueq::dueqctl {
 
 client::Client& Context::client() {
-    if (!client_) {
+    std::call_once(client_once_, [this] {
         client::ClientOptions opts;
         opts.seeds = addrs;
         opts.call_timeout = std::chrono::milliseconds(timeout_ms);
         opts.connect_timeout = std::chrono::milliseconds(std::min<int64_t>(timeout_ms, 2000));
         client_ = std::make_unique<client::Client>(std::move(opts));
-    }
+    });
     return *client_;
 }
 
