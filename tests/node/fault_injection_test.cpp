@@ -8,11 +8,12 @@
 // run with fsync "never" must lose acknowledged writes, which shows the harness can fail.
 #include <catch2/catch.hpp>
 
-#include <atomic>
+#include <filesystem>
 #include <condition_variable>
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -29,7 +30,7 @@ constexpr int kWindow = 32;           // requests in flight per client
 constexpr std::size_t kCrashAfter = 3000;  // acknowledged writes before the cut
 
 // What a recorded acknowledgement promises about a task.
-struct Promise {
+struct Expectation {
     std::string queue;
     std::set<std::string> payloads;  // any of these (a later unacknowledged ack may win)
     std::optional<std::string> status;  // required status, if any
@@ -46,16 +47,16 @@ struct Ledger {
     std::function<void()> cut_power;  // called once, under mu
     bool cut = false;
     std::size_t acked = 0, ignored_after_cut = 0;
-    std::map<std::string, Promise> promises;  // by key (keys are unique across queues)
+    std::map<std::string, Expectation> expectations;  // by key (keys are unique across queues)
     std::vector<std::string> errors;          // client-side surprises, checked at the end
 
-    void record(const std::string& key, Promise p, bool replaces) {
+    void record(const std::string& key, Expectation p, bool replaces) {
         std::lock_guard lock(mu);
         if (cut) {
             ++ignored_after_cut;
             return;
         }
-        auto& slot = promises[key];
+        auto& slot = expectations[key];
         if (replaces || slot.queue.empty()) slot = std::move(p);
         if (++acked == kCrashAfter) {
             cut_power();
@@ -106,7 +107,7 @@ void run_client(int id, std::uint16_t port, Ledger& ledger) {
                 continue;
             }
             const auto& [queue, key] = it->second;
-            Promise p{queue, {"put " + key}, std::nullopt};
+            Expectation p{queue, {"put " + key}, std::nullopt};
             if (queue == "q") p.status = "ready";  // nobody takes from "q"
             else p.payloads.insert("acked " + key);  // it may have been taken and acked since
             ledger.record(key, std::move(p), false);
@@ -137,7 +138,7 @@ void run_client(int id, std::uint16_t port, Ledger& ledger) {
                 ledger.errors.push_back("ack answered badly, id " + std::to_string(r->id()));
                 continue;
             }
-            ledger.record(it->second, Promise{"jobs", {"acked " + it->second}, "done"}, true);
+            ledger.record(it->second, Expectation{"jobs", {"acked " + it->second}, "done"}, true);
         }
     }
 }
@@ -194,8 +195,8 @@ Outcome crash_and_check(const std::string& name, bool fsync) {
     config.fsync = true;
     TestNode again(config);
     RawClient c(again.port());
-    std::vector<std::pair<std::string, const Promise*>> todo;
-    for (const auto& [key, p] : ledger.promises) todo.emplace_back(key, &p);
+    std::vector<std::pair<std::string, const Expectation*>> todo;
+    for (const auto& [key, p] : ledger.expectations) todo.emplace_back(key, &p);
     out.keys = todo.size();
     constexpr std::size_t kBatch = 200;
     for (std::size_t from = 0; from < todo.size(); from += kBatch) {
