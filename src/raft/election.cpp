@@ -66,10 +66,12 @@ void Raft::respond_to_stale(const Message& m) {
 }
 
 bool Raft::in_lease() const {
-    // A node that just (re)started may have heard a leader right before it went down:
-    // it keeps that leader's lease too, for one election timeout, or a crash and quick
-    // restart would let it vote while the old leader still serves lease reads.
-    bool heard_leader = leader_ != kNoNode || tick_count_ < static_cast<std::uint64_t>(cfg_.election_tick);
+    // With lease reads, a node that just (re)started may have heard a leader right
+    // before it went down: it honours that leader's lease too, for one election timeout,
+    // or a crash and quick restart would let it vote while the old leader still serves
+    // lease reads. (Without lease reads nothing depends on it, so no delay.)
+    bool booting = cfg_.lease_read && tick_count_ < static_cast<std::uint64_t>(cfg_.election_tick);
+    bool heard_leader = leader_ != kNoNode || booting;
     return cfg_.check_quorum && heard_leader && election_elapsed_ < cfg_.election_tick;
 }
 
@@ -103,6 +105,16 @@ void Raft::campaign(bool pre_vote, bool transfer) {
               .log_term = log_.last_term(),
               .context = transfer ? kTransferContext : 0});
     }
+}
+
+void Raft::campaign_now() {
+    if (role_ != Role::leader) campaign(cfg_.pre_vote, false);
+}
+
+Status Raft::forget_leader() {
+    if (cfg_.lease_read) return Error::invalid;
+    if (role_ == Role::follower) leader_ = kNoNode;
+    return Status::ok();
 }
 
 void Raft::handle_vote_request(const Message& m) {

@@ -77,6 +77,14 @@ public:
     // proposals are refused with transfer_in_progress.
     Status transfer_leadership(NodeId peer);
 
+    // Starts an election now, as if the election timeout had fired (pre-vote first when
+    // configured). Does nothing on a leader.
+    void campaign_now();
+    // Follower only: forgets the current leader, so that a (pre-)vote can be granted
+    // before the next election timeout (the shell knows the leader is gone). Refused
+    // (invalid) with lease reads on: it would void the old leader's lease promise.
+    Status forget_leader();
+
     bool has_ready() const;
     Ready ready();
     void advance(const Ready& rd);
@@ -127,7 +135,7 @@ private:
     void bcast_append();
     void handle_append(const Message& m);
     void handle_append_response(const Message& m);
-    void on_append_ack(NodeId peer, Progress& pr, Index index);
+    void on_append_ack(NodeId peer, Progress& pr, Index index, bool confirms_next);
     void handle_snapshot(const Message& m);
     void handle_heartbeat(const Message& m);
     void handle_heartbeat_response(const Message& m);

@@ -129,7 +129,7 @@ void Raft::handle_append_response(const Message& m) {
             // A gap, not a conflict: with pipelining the missing appends are usually
             // still on their way (reordered). Take the ack and keep the pipeline; if the
             // gap does not close (a later reject shows no progress), probe from it.
-            on_append_ack(m.from, pr, m.hint_index);
+            on_append_ack(m.from, pr, m.hint_index, false);
             return;
         }
         // Skip a whole term of mismatching entries at a time: the follower's hint says
@@ -142,19 +142,16 @@ void Raft::handle_append_response(const Message& m) {
         return;
     }
 
-    if (pr.state == ProgressState::probe && m.index >= pr.match) {
-        pr.on_ack(m.index);
-        pr.become_replicate();
-    } else if (pr.state == ProgressState::snapshot && m.index >= pr.pending_snapshot) {
-        pr.on_ack(m.index);
-        pr.become_replicate();
-    }
-    on_append_ack(m.from, pr, m.index);
+    on_append_ack(m.from, pr, m.index, true);
 }
 
-void Raft::on_append_ack(NodeId peer, Progress& pr, Index index) {
+void Raft::on_append_ack(NodeId peer, Progress& pr, Index index, bool confirms_next) {
     bool was_paused = pr.paused();
+    // A success proves where the logs match: a probe (or a snapshot) is over.
+    bool ends_probe = confirms_next && ((pr.state == ProgressState::probe && index >= pr.match) ||
+                                        (pr.state == ProgressState::snapshot && index >= pr.pending_snapshot));
     bool advanced = pr.on_ack(index);
+    if (ends_probe) pr.become_replicate();
     if (advanced && maybe_commit()) {
         on_leader_commit();
         bcast_append();
