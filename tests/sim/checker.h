@@ -24,7 +24,8 @@ struct NodeView {
 
 class Checker {
 public:
-    explicit Checker(std::vector<NodeView> nodes) : nodes_(std::move(nodes)) {}
+    Checker(std::vector<NodeView> nodes, bool contract_checks)
+        : nodes_(std::move(nodes)), contract_checks_(contract_checks) {}
 
     bool failed() const { return !failure_.empty(); }
     const std::string& failure() const { return failure_; }
@@ -92,6 +93,7 @@ private:
     std::unordered_map<LogKey, LogValue, LogKeyHash> log_entries_;  // log matching
     std::string failure_;
     std::uint64_t now_us_ = 0;
+    bool contract_checks_ = true;
 };
 
 }  // namespace dueq::sim

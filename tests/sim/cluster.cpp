@@ -24,6 +24,7 @@ std::string replay_command(const SimOptions& o) {
     if (!o.faults) os << " --no-faults";
     if (o.fault_ms != SimOptions{}.fault_ms) os << " --fault-ms " << o.fault_ms;
     if (o.planted_bug != raft::PlantedBug::none) os << " --plant " << raft::to_string(o.planted_bug);
+    if (!o.contract_checks) os << " --no-contract-checks";
     os << " --trace";
     return os.str();
 }
@@ -68,7 +69,7 @@ Cluster::Cluster(const SimOptions& opts)
         }
         views.push_back({node.id, &node.storage, nullptr});
     }
-    checker_ = std::make_unique<Checker>(views);
+    checker_ = std::make_unique<Checker>(views, opts.contract_checks);
 }
 
 raft::Config Cluster::node_config(int k) const {

@@ -18,6 +18,11 @@ struct SimOptions {
     std::uint64_t heal_limit_ms = 20000;  // liveness bound after healing
     raft::PlantedBug planted_bug = raft::PlantedBug::none;
     bool trace = false;            // print every event to stderr
+    // Checks of the core's contract itself (a granted vote is durable; only committed
+    // entries are applied). Off, only the consequences are checked (two leaders,
+    // diverging state machines, lost acknowledged commands...), to show that a broken
+    // contract is caught by what it breaks, too.
+    bool contract_checks = true;
 };
 
 struct SimStats {

@@ -34,9 +34,9 @@ void run_seeds(int nodes, std::uint64_t first, std::uint64_t count) {
 }
 }  // namespace
 
-TEST_CASE("sim: 3-node clusters survive 500 seeds of faults", "[sim]") { run_seeds(3, 1, 500); }
+TEST_CASE("sim: 3-node clusters survive 1000 seeds of faults", "[sim]") { run_seeds(3, 1, 1000); }
 
-TEST_CASE("sim: 5-node clusters survive 500 seeds of faults", "[sim]") { run_seeds(5, 100001, 500); }
+TEST_CASE("sim: 5-node clusters survive 1000 seeds of faults", "[sim]") { run_seeds(5, 100001, 1000); }
 
 TEST_CASE("sim: a seed replays bit-for-bit", "[sim]") {
     SimOptions o;

@@ -120,6 +120,8 @@ int main(int argc, char** argv) {
     run->add_flag("--no-faults", no_faults, "no faults at all");
     run->add_option("--fault-ms", o.fault_ms, "simulated ms of faults before healing");
     run->add_flag("--trace", o.trace, "print every event to stderr");
+    bool no_contract = false;
+    run->add_flag("--no-contract-checks", no_contract, "check only consequences, not the core's contract");
 
     std::uint64_t start = 1, seeds = 1000;
     std::vector<int> sizes{3, 5};
@@ -133,6 +135,7 @@ int main(int argc, char** argv) {
     sweep->add_flag("--no-faults", no_faults, "no faults at all");
     sweep->add_option("--fault-ms", o.fault_ms, "simulated ms of faults before healing");
     sweep->add_flag("--stop-on-failure", stop, "stop at the first failing seed");
+    sweep->add_flag("--no-contract-checks", no_contract, "check only consequences, not the core's contract");
     sweep->add_option("--progress", progress_s, "seconds between progress lines (stderr)");
 
     std::uint64_t batch = 1, entries = 200000;
@@ -144,6 +147,7 @@ int main(int argc, char** argv) {
     if (bench->parsed()) return run_bench(batch, entries);
     if (!parse_bug(bug, o.planted_bug)) return 2;
     o.faults = !no_faults;
+    o.contract_checks = !no_contract;
     if (run->parsed()) return run_one(o);
     return run_sweep(o, start, seeds, sizes, stop, progress_s);
 }
