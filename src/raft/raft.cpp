@@ -261,7 +261,15 @@ Ready Raft::ready() {
 
 void Raft::advance(const Ready& rd) {
     if (rd.snapshot) log_.stable_snapshot_to(rd.snapshot->meta.index);
-    if (!rd.entries.empty()) log_.stable_to(rd.entries.back().index, rd.entries.back().term);
+    // The newest handed-out entry that is still in the log marks what is durable (by
+    // Log Matching so is everything before it); entries replaced since ready() stay
+    // unstable and go out again in the next Ready.
+    for (auto it = rd.entries.rbegin(); it != rd.entries.rend(); ++it) {
+        if (log_.match_term(it->index, it->term)) {
+            log_.stable_to(it->index, it->term);
+            break;
+        }
+    }
     if (!rd.committed_entries.empty()) log_.applied_to(rd.committed_entries.back().index);
     // The leader counts itself only for what is on its own disk.
     if (role_ == Role::leader && maybe_commit()) on_leader_commit();

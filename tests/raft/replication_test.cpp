@@ -281,3 +281,35 @@ TEST_CASE("restart: the core resumes from storage and re-applies committed entri
     c.process(2);
     CHECK(c.node(2).applied.size() == 4);  // commit index was persisted with the hard state
 }
+
+TEST_CASE("async shell: input between ready() and advance() lands in the next Ready", "[raft][ready]") {
+    // A storage thread may still be writing Ready N while the loop steps a message that
+    // rewrites the same entries; Ready N+1 must carry the rewrite, and nothing written
+    // by N may be taken as durable in its place.
+    Cluster c(3, [](Config& cfg) { cfg.check_quorum = false; cfg.pre_vote = false; });
+    Raft& f = c.raft(3);
+    f.step({.type = MessageType::append, .from = 1, .to = 3, .term = 1, .index = 0, .log_term = 0,
+            .entries = {Entry{1, 1, 0, EntryType::noop, {}}, Entry{1, 2, 0, EntryType::normal, "old"}}});
+    Ready first = f.ready();
+    REQUIRE(first.entries.size() == 2);
+    // Before `first` is durable, the leader of term 2 replaces entry 2.
+    f.step({.type = MessageType::append, .from = 2, .to = 3, .term = 2, .index = 1, .log_term = 1,
+            .entries = {Entry{2, 2, 0, EntryType::normal, "new"}}});
+    c.storage(3).append(first.entries);
+    c.storage(3).set_hard_state(*first.hard_state);
+    f.advance(first);
+    CHECK(f.log().stable_last_index() == 1);  // entry 2 on disk is the old one
+    REQUIRE(f.has_ready());
+    Ready second = f.ready();
+    REQUIRE(second.entries.size() == 1);
+    CHECK(second.entries[0].data == "new");
+    // The acknowledgement of entry 2 to the new leader travels with the rewrite.
+    bool acked_new = false;
+    for (const Message& m : second.messages) acked_new |= m.to == 2 && !m.reject && m.index == 2;
+    CHECK(acked_new);
+    for (const Message& m : first.messages) CHECK(m.to != 2);
+    c.storage(3).append(second.entries);
+    f.advance(second);
+    CHECK(c.storage(3).at(2).data == "new");
+    CHECK(f.log().stable_last_index() == 2);
+}

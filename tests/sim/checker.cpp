@@ -196,9 +196,12 @@ void Checker::on_persist(NodeId id, const raft::Ready& rd) {
 
 void Checker::on_send(const raft::Message& m) {
     if (m.type != raft::MessageType::vote_resp || m.reject) return;
-    // Figure 3.1: votedFor is on stable storage before the vote is granted.
+    // Figure 3.1: votedFor is on stable storage before the vote is granted (or a later
+    // term is: a node whose durable term is past m.term can never vote in it again).
     auto durable = durable_votes_.find({m.from, m.term});
-    if (contract_checks_ && (durable == durable_votes_.end() || durable->second != m.to)) {
+    bool vote_durable = durable != durable_votes_.end() && durable->second == m.to;
+    bool term_passed = view(m.from).storage->hard_state().term > m.term;
+    if (contract_checks_ && !vote_durable && !term_passed) {
         fail(cat("node ", m.from, " granted its vote in term ", m.term, " to ", m.to,
                  " before persisting it"));
     }
