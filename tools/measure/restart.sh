@@ -14,7 +14,7 @@ pid=
 cleanup() { [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; rm -rf "$dir"; }
 trap cleanup EXIT
 
-start() {  # starts dueqd, waits for its port line, prints seconds taken
+start() {  # starts dueqd, waits for its port line; sets pid and elapsed (seconds)
   local t0 t1
   t0=$(date +%s.%N)
   "$bin/src/node/dueqd" --listen "127.0.0.1:$port" --data-dir "$dir/data" --log-level warn \
@@ -25,21 +25,25 @@ start() {  # starts dueqd, waits for its port line, prints seconds taken
     sleep 0.02
   done
   t1=$(date +%s.%N)
-  awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }'
+  elapsed=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')
 }
-rss_kb() { awk '/VmRSS/ {print $2}' "/proc/$pid/status"; }
+rss_kb() {
+  awk '/VmRSS/ {print $2}' "/proc/$pid/status" 2>/dev/null || { echo "dueqd $pid died; its log:" >&2; tail -20 "$dir/log" >&2; exit 1; }
+}
 
-start >/dev/null
+start
 rss0=$(rss_kb)
 echo "preloading $n tasks..." >&2
 "$bin/tools/load/dueq-load" put --addr "127.0.0.1:$port" --keys "$n" --max-ops "$n" \
   -c 16 -d 32 --seconds 3600 --payload-bytes 200 >"$dir/load.json"
 rss1=$(rss_kb)
 kill "$pid"; wait "$pid" 2>/dev/null || true
-clean=$(start)
+start
+clean=$elapsed
 rss2=$(rss_kb)
 kill -9 "$pid"; wait "$pid" 2>/dev/null || true
-crashed=$(start)
+start
+crashed=$elapsed
 kill "$pid"; wait "$pid" 2>/dev/null || true
 pid=
 printf '{"tasks":%d,"restart_after_sigterm_s":%.2f,"restart_after_sigkill_s":%.2f,' "$n" "$clean" "$crashed"
