@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# First throughput figures of one node over TCP: put and take+ack (refresh) cycles at
+# 1 and 64 connections, with fsync "always" and "never". One JSON line per run.
+#
+#   tools/measure/throughput.sh [seconds-per-run]   (default 5; needs a build in build/)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+secs=${1:-5}
+bin=${BUILD_DIR:-build}
+port=${PORT:-7793}
+dir=$(mktemp -d /tmp/dueq-throughput.XXXXXX)
+pid=
+cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$dir"; }
+trap cleanup EXIT
+
+for fsync in always never; do
+  rm -rf "$dir/data"
+  sed -e "s|^fsync = .*|fsync = \"$fsync\"|" -e "s|^client_listen = .*|client_listen = \"127.0.0.1:$port\"|" \
+      -e "s|^data_dir = .*|data_dir = \"$dir/data\"|" config/one-node.toml >"$dir/node.toml"
+  "$bin/src/node/dueqd" --config "$dir/node.toml" --log-level warn >"$dir/out" 2>>"$dir/log" &
+  pid=$!
+  until grep -q "listening on port" "$dir/out" 2>/dev/null; do
+    kill -0 "$pid" 2>/dev/null || { cat "$dir/log" >&2; exit 1; }
+    sleep 0.05
+  done
+  for op in put refresh; do
+    for conns in 1 64; do
+      out=$("$bin/tools/load/dueq-load" "$op" --addr "127.0.0.1:$port" -c "$conns" -d 1 \
+            --seconds "$secs" --keys 100000 --queue "q-$op-$conns" 2>/dev/null)
+      echo "{\"fsync\":\"$fsync\",${out#\{}"
+    done
+  done
+  kill "$pid"; wait "$pid" 2>/dev/null || true
+  pid=
+done
