@@ -175,8 +175,12 @@ void Raft::tick_leader() {
             } else if (stalled) {
                 pr.become_probe();
             }
+            // A follower that is behind gets an append, empty if everything is already
+            // in flight: its answer shows a lost append within a heartbeat or two (a
+            // gap reject). Followers that are caught up need none: the heartbeat
+            // carries the commit index.
+            if (pr.match < log_.last_index()) send_appends(id, true);
         }
-        pending_bcast_ = true;
     }
 }
 

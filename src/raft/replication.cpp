@@ -153,8 +153,7 @@ void Raft::on_append_ack(NodeId peer, Progress& pr, Index index, bool confirms_n
     bool advanced = pr.on_ack(index);
     if (ends_probe) pr.become_replicate();
     if (advanced && maybe_commit()) {
-        on_leader_commit();
-        bcast_append();
+        on_leader_commit();  // followers hear of it in the next Ready's appends
     } else if (was_paused || advanced) {
         send_appends(peer, false);
     }

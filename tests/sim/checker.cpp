@@ -122,10 +122,12 @@ void Checker::record_commit(NodeId id, Index from, Index to) {
 }
 
 void Checker::check_leader_completeness(NodeId id) {
-    // §3.6.3 Leader Completeness: a new leader holds every committed entry.
+    // §3.6.3 Leader Completeness: a leader holds every entry committed in an earlier
+    // term. (A leader of an old term may still be elected late, by nodes that never
+    // heard of the newer terms; entries of newer terms are not its business.)
     const raft::Raft& r = *view(id).raft;
     for (Index i = r.log().first_index(); i < committed_.size(); ++i) {
-        if (committed_[i] == 0) continue;
+        if (committed_[i] == 0 || committed_[i] > r.term()) continue;
         auto t = r.log().term(i);
         if (!t || t.value() != committed_[i]) {
             fail(cat("leader completeness: node ", id, " leads term ", r.term(), " without committed entry ",
