@@ -35,6 +35,7 @@ public:
     bool open() const { return open_; }
 
     std::uint64_t session = 0;  // owned by the node
+    bool authorized = false;    // said hello with the right token (when one is configured)
     std::string peer;           // "ip:port", for logs
 
 private:

@@ -111,12 +111,13 @@ Config parse_config(const std::string& text, const std::string& source) {
     };
 
     const auto& node = section("node");
-    check_keys(node, "node", {"id", "client_listen", "client_advertise", "data_dir"}, source);
+    check_keys(node, "node", {"id", "client_listen", "client_advertise", "data_dir", "auth_token"}, source);
     c.node_id = get_str(node, "id", c.node_id, "node", source);
     if (c.node_id.empty() || c.node_id.size() > 64) fail(source, "[node] id must be 1..64 characters");
     c.client_listen = get_str(node, "client_listen", c.client_listen, "node", source);
     c.client_advertise = get_str(node, "client_advertise", c.client_listen, "node", source);
     c.data_dir = get_str(node, "data_dir", c.data_dir, "node", source);
+    c.auth_token = get_str(node, "auth_token", "", "node", source);
 
     const auto& storage = section("storage");
     check_keys(storage, "storage", {"fsync", "log_keep"}, source);

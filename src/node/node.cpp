@@ -108,7 +108,14 @@ void Node::on_frame(const std::shared_ptr<net::Connection>& conn, std::string_vi
         conn->send(net::error_frame(err->id, err->code, err->message));
         return;
     }
-    handle(conn, std::move(std::get<net::Request>(decoded)));
+    auto& req = std::get<net::Request>(decoded);
+    if (!conn->authorized && !config_.auth_token.empty() && req.op != Op::ping &&
+        req.op != Op::hello) {
+        conn->send(net::error_frame(req.id, Code::unauthorized,
+                                    "this node requires hello with a token first"));
+        return;
+    }
+    handle(conn, std::move(req));
 }
 
 void Node::handle(const std::shared_ptr<net::Connection>& conn, net::Request&& req) {
@@ -164,6 +171,12 @@ void Node::handle(const std::shared_ptr<net::Connection>& conn, net::Request&& r
 }
 
 void Node::handle_hello(const std::shared_ptr<net::Connection>& conn, const net::Request& req) {
+    if (!config_.auth_token.empty()) {
+        conn->authorized = req.token && *req.token == config_.auth_token;
+        if (!conn->authorized)
+            return conn->send(net::error_frame(req.id, Code::unauthorized,
+                                               req.token ? "wrong token" : "a token is required"));
+    }
     if (req.session && *req.session != conn->session) {
         auto it = sessions_.find(*req.session);
         if (it != sessions_.end()) {

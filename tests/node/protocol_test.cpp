@@ -231,3 +231,19 @@ TEST_CASE("bad input gets a clear error, and the node keeps serving") {
     CHECK(bystander.call("ping", 99).ok());
     CHECK(RawClient(node.port()).call("ping", 1).ok());
 }
+
+TEST_CASE("with auth_token set, only ping and hello work before a hello with the token") {
+    auto cfg = TestNode::config_for("auth");
+    cfg.auth_token = "s3cret";
+    TestNode node(cfg);
+    RawClient c(node.port());
+    CHECK(c.call("ping", 1).ok());
+    CHECK(c.call("put", 2, {{"key", c.str("k")}, {"payload", c.obj(1)}}).error_code() == "unauthorized");
+    CHECK(c.call("hello", 3).error_code() == "unauthorized");
+    CHECK(c.call("hello", 4, {{"token", c.str("wrong")}}).error_code() == "unauthorized");
+    CHECK(c.call("get", 5, {{"key", c.str("k")}}).error_code() == "unauthorized");
+    CHECK(c.call("hello", 6, {{"token", c.str("s3cret")}}).ok());
+    CHECK(c.call("put", 7, {{"key", c.str("k")}, {"payload", c.obj(1)}}).ok());
+    RawClient other(node.port());  // authorization is per connection
+    CHECK(other.call("stats", 1).error_code() == "unauthorized");
+}
