@@ -6,11 +6,16 @@ namespace dueq::raft {
 
 std::string_view to_string(PlantedBug b) {
     switch (b) {
-        case PlantedBug::none: return "none";
-        case PlantedBug::vote_for_stale_log: return "vote_for_stale_log";
-        case PlantedBug::commit_prior_term: return "commit_prior_term";
-        case PlantedBug::vote_before_persist: return "vote_before_persist";
-        case PlantedBug::apply_uncommitted: return "apply_uncommitted";
+        case PlantedBug::none:
+            return "none";
+        case PlantedBug::vote_for_stale_log:
+            return "vote_for_stale_log";
+        case PlantedBug::commit_prior_term:
+            return "commit_prior_term";
+        case PlantedBug::vote_before_persist:
+            return "vote_before_persist";
+        case PlantedBug::apply_uncommitted:
+            return "apply_uncommitted";
     }
     return "?";
 }

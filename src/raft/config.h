@@ -16,10 +16,10 @@ namespace dueq::raft {
 // the field exists but is ignored.
 enum class PlantedBug : std::uint8_t {
     none,
-    vote_for_stale_log,      // grant (pre-)votes without the §3.6.1 up-to-date check
-    commit_prior_term,       // count replicas for entries of earlier terms (§3.6.2, Fig. 8)
-    vote_before_persist,     // reply to a vote while the vote is not yet in the HardState
-    apply_uncommitted,       // hand entries to apply before they are committed
+    vote_for_stale_log,   // grant (pre-)votes without the §3.6.1 up-to-date check
+    commit_prior_term,    // count replicas for entries of earlier terms (§3.6.2, Fig. 8)
+    vote_before_persist,  // reply to a vote while the vote is not yet in the HardState
+    apply_uncommitted,    // hand entries to apply before they are committed
 };
 
 std::string_view to_string(PlantedBug b);

@@ -25,11 +25,10 @@ Status Raft::step(const Message& m) {
             // that asks for votes now is disruptive (e.g. just back from a partition).
             return Status::ok();
         }
-        bool keep_term = m.type == MessageType::pre_vote ||
-                         (m.type == MessageType::pre_vote_resp && !m.reject);
+        bool keep_term =
+            m.type == MessageType::pre_vote || (m.type == MessageType::pre_vote_resp && !m.reject);
         if (!keep_term) {
-            bool from_leader = m.type == MessageType::append ||
-                               m.type == MessageType::heartbeat ||
+            bool from_leader = m.type == MessageType::append || m.type == MessageType::heartbeat ||
                                m.type == MessageType::snapshot;
             become_follower(m.term, from_leader ? m.from : kNoNode);  // §3.3
         }
@@ -40,15 +39,31 @@ Status Raft::step(const Message& m) {
 
     switch (m.type) {
         case MessageType::pre_vote:
-        case MessageType::vote: handle_vote_request(m); break;
+        case MessageType::vote:
+            handle_vote_request(m);
+            break;
         case MessageType::pre_vote_resp:
-        case MessageType::vote_resp: handle_vote_response(m); break;
-        case MessageType::append: handle_append(m); break;
-        case MessageType::append_resp: handle_append_response(m); break;
-        case MessageType::snapshot: handle_snapshot(m); break;
-        case MessageType::heartbeat: handle_heartbeat(m); break;
-        case MessageType::heartbeat_resp: handle_heartbeat_response(m); break;
-        case MessageType::timeout_now: handle_timeout_now(m); break;
+        case MessageType::vote_resp:
+            handle_vote_response(m);
+            break;
+        case MessageType::append:
+            handle_append(m);
+            break;
+        case MessageType::append_resp:
+            handle_append_response(m);
+            break;
+        case MessageType::snapshot:
+            handle_snapshot(m);
+            break;
+        case MessageType::heartbeat:
+            handle_heartbeat(m);
+            break;
+        case MessageType::heartbeat_resp:
+            handle_heartbeat_response(m);
+            break;
+        case MessageType::timeout_now:
+            handle_timeout_now(m);
+            break;
     }
     return Status::ok();
 }
@@ -123,11 +138,11 @@ void Raft::handle_vote_request(const Message& m) {
     // §3.4: at most one vote per term (a repeated request from the same candidate is
     // granted again). A pre-vote for a later term promises nothing, so it may be
     // granted whatever we voted in this term.
-    bool can_vote = vote_ == m.from || (vote_ == kNoNode && leader_ == kNoNode) ||
-                    (pre && m.term > term_);
+    bool can_vote =
+        vote_ == m.from || (vote_ == kNoNode && leader_ == kNoNode) || (pre && m.term > term_);
     // §3.6.1: only to a candidate whose log holds everything ours does.
-    bool up_to_date = log_.is_up_to_date(m.index, m.log_term) ||
-                      planted(PlantedBug::vote_for_stale_log);
+    bool up_to_date =
+        log_.is_up_to_date(m.index, m.log_term) || planted(PlantedBug::vote_for_stale_log);
     if (can_vote && up_to_date) {
         // Grant with the candidate's term: a pre-candidate counts only answers for the
         // term it is about to run in.
@@ -153,8 +168,11 @@ void Raft::handle_vote_response(const Message& m) {
                 become_leader();
             }
             break;
-        case VoteResult::lost: become_follower(term_, kNoNode); break;
-        case VoteResult::pending: break;
+        case VoteResult::lost:
+            become_follower(term_, kNoNode);
+            break;
+        case VoteResult::pending:
+            break;
     }
 }
 

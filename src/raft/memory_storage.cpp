@@ -61,7 +61,8 @@ Status MemoryStorage::compact(Index index) {
     Index offset = entries_[0].index;
     if (index <= offset) return Status::ok();  // already compacted
     if (index > snapshot_.meta.index) return Error::unavailable;
-    entries_.erase(entries_.begin(), entries_.begin() + static_cast<std::ptrdiff_t>(index - offset));
+    entries_.erase(entries_.begin(),
+                   entries_.begin() + static_cast<std::ptrdiff_t>(index - offset));
     entries_[0].data.clear();
     entries_[0].data.shrink_to_fit();
     return Status::ok();

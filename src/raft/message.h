@@ -15,16 +15,16 @@
 namespace dueq::raft {
 
 enum class MessageType : std::uint8_t {
-    pre_vote,        // §9.6: "would you vote for me in term `term`?" (changes nobody's term)
-    pre_vote_resp,   // reject=false: granted
-    vote,            // §3.4 RequestVote
+    pre_vote,       // §9.6: "would you vote for me in term `term`?" (changes nobody's term)
+    pre_vote_resp,  // reject=false: granted
+    vote,           // §3.4 RequestVote
     vote_resp,
-    append,          // §3.5 AppendEntries (also carries the commit index)
+    append,  // §3.5 AppendEntries (also carries the commit index)
     append_resp,
-    snapshot,        // §5.3 InstallSnapshot, whole snapshot in one message
-    heartbeat,       // §3.4 empty AppendEntries without a log check; carries a read context
+    snapshot,   // §5.3 InstallSnapshot, whole snapshot in one message
+    heartbeat,  // §3.4 empty AppendEntries without a log check; carries a read context
     heartbeat_resp,
-    timeout_now,     // §3.10 leadership transfer: "start an election now"
+    timeout_now,  // §3.10 leadership transfer: "start an election now"
 };
 
 std::string_view to_string(MessageType t);

@@ -43,7 +43,8 @@ bool read_entry(const msgpack::object& o, Entry& e) {
     const msgpack::object* f = array_of(o, 5);
     std::uint64_t type = 0;
     if (!f || !read_uint(f[0], e.term) || !read_uint(f[1], e.index) || !read_uint(f[2], e.time) ||
-        !read_uint(f[3], type) || type > static_cast<std::uint64_t>(EntryType::noop) || !read_bin(f[4], e.data)) {
+        !read_uint(f[3], type) || type > static_cast<std::uint64_t>(EntryType::noop) ||
+        !read_bin(f[4], e.data)) {
         return false;
     }
     e.type = static_cast<EntryType>(type);
@@ -54,8 +55,8 @@ bool read_snapshot(const msgpack::object& o, std::optional<Snapshot>& out) {
     if (o.type == msgpack::type::NIL) return true;
     const msgpack::object* f = array_of(o, 4);
     Snapshot s;
-    if (!f || !read_uint(f[0], s.meta.index) || !read_uint(f[1], s.meta.term) || !read_uint(f[2], s.meta.time) ||
-        !read_bin(f[3], s.data)) {
+    if (!f || !read_uint(f[0], s.meta.index) || !read_uint(f[1], s.meta.term) ||
+        !read_uint(f[2], s.meta.time) || !read_bin(f[3], s.data)) {
         return false;
     }
     out = std::move(s);
@@ -122,10 +123,12 @@ Result<Message> decode_message(std::string_view bytes, const DecodeLimits& limit
     m.type = static_cast<MessageType>(type);
     if (!read_uint(f[2], m.from) || !read_uint(f[3], m.to) || !read_uint(f[4], m.term) ||
         !read_uint(f[5], m.index) || !read_uint(f[6], m.log_term) || !read_uint(f[7], m.commit) ||
-        !read_bool(f[8], m.reject) || !read_uint(f[9], m.hint_index) || !read_uint(f[10], m.context)) {
+        !read_bool(f[8], m.reject) || !read_uint(f[9], m.hint_index) ||
+        !read_uint(f[10], m.context)) {
         return Error::invalid;
     }
-    if (f[11].type != msgpack::type::ARRAY || f[11].via.array.size > limits.max_entries) return Error::invalid;
+    if (f[11].type != msgpack::type::ARRAY || f[11].via.array.size > limits.max_entries)
+        return Error::invalid;
     m.entries.resize(f[11].via.array.size);
     for (std::uint32_t k = 0; k < f[11].via.array.size; ++k) {
         if (!read_entry(f[11].via.array.ptr[k], m.entries[k])) return Error::invalid;

@@ -23,8 +23,8 @@ namespace dueq::raft {
 std::string encode_message(const Message& m);
 
 struct DecodeLimits {
-    std::size_t max_entries = 1 << 20;      // entries in one append
-    std::size_t max_bytes = 256u << 20;     // any single bin (entry data, snapshot)
+    std::size_t max_entries = 1 << 20;   // entries in one append
+    std::size_t max_bytes = 256u << 20;  // any single bin (entry data, snapshot)
 };
 
 Result<Message> decode_message(std::string_view bytes, const DecodeLimits& limits = {});

@@ -10,7 +10,8 @@ void Inflights::add(Index last, std::uint64_t bytes) {
 }
 
 void Inflights::free_to(Index index) {
-    while (!msgs_.empty() && msgs_.front().last <= index) free_first();
+    while (!msgs_.empty() && msgs_.front().last <= index)
+        free_first();
 }
 
 void Inflights::free_first() {
@@ -72,9 +73,12 @@ bool Progress::on_ack(Index index) {
 
 bool Progress::paused() const {
     switch (state) {
-        case ProgressState::probe: return probe_sent;
-        case ProgressState::replicate: return inflights.full();
-        case ProgressState::snapshot: return true;
+        case ProgressState::probe:
+            return probe_sent;
+        case ProgressState::replicate:
+            return inflights.full();
+        case ProgressState::snapshot:
+            return true;
     }
     return true;
 }
@@ -87,8 +91,11 @@ void Progress::on_sent(Index last, std::uint64_t bytes, bool has_entries) {
                 inflights.add(last, bytes);
             }
             break;
-        case ProgressState::probe: probe_sent = true; break;
-        case ProgressState::snapshot: break;
+        case ProgressState::probe:
+            probe_sent = true;
+            break;
+        case ProgressState::snapshot:
+            break;
     }
 }
 

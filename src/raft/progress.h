@@ -20,7 +20,7 @@ namespace dueq::raft {
 
 // The unacknowledged appends to one follower: (last index, bytes) of each, in order.
 class Inflights {
-public:
+  public:
     Inflights(std::uint64_t max_msgs, std::uint64_t max_bytes)
         : max_msgs_(max_msgs), max_bytes_(max_bytes) {}
     void add(Index last, std::uint64_t bytes);
@@ -32,7 +32,7 @@ public:
     std::size_t count() const { return msgs_.size(); }
     std::uint64_t bytes() const { return bytes_; }
 
-private:
+  private:
     struct Flight {
         Index last;
         std::uint64_t bytes;
@@ -51,10 +51,10 @@ struct Progress {
     Index match = 0;  // highest index known to be durable on the follower and to match
     Index next = 1;   // next index to send
     ProgressState state = ProgressState::probe;
-    bool probe_sent = false;      // probe: one append is out, wait before sending another
-    Index pending_snapshot = 0;   // snapshot: the index of the snapshot sent
-    bool recent_active = false;   // heard from since the last check-quorum round (§6.2)
-    int ticks_since_progress = 0; // ticks since match last advanced (stall detection)
+    bool probe_sent = false;        // probe: one append is out, wait before sending another
+    Index pending_snapshot = 0;     // snapshot: the index of the snapshot sent
+    bool recent_active = false;     // heard from since the last check-quorum round (§6.2)
+    int ticks_since_progress = 0;   // ticks since match last advanced (stall detection)
     std::uint64_t acked_round = 0;  // highest heartbeat round the follower answered
     // Bumped whenever the leader stops trusting what it has sent (back to probe, or a
     // snapshot). Appends carry it and replies echo it, so that a rejection of a message

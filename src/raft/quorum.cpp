@@ -15,7 +15,8 @@ std::uint64_t quorum_value(std::vector<std::uint64_t> values) {
 
 std::size_t VoteTally::granted() const {
     std::size_t n = 0;
-    for (const auto& [id, g] : answers_) n += g ? 1 : 0;
+    for (const auto& [id, g] : answers_)
+        n += g ? 1 : 0;
     return n;
 }
 

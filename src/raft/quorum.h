@@ -13,7 +13,9 @@
 namespace dueq::raft {
 
 // Smallest number of voters that is a majority of n.
-constexpr std::size_t majority(std::size_t n) { return n / 2 + 1; }
+constexpr std::size_t majority(std::size_t n) {
+    return n / 2 + 1;
+}
 
 // The largest value v such that a majority of `values` are >= v (values holds one
 // number per voter). §3.6.2: the leader's candidate commit index is this over the match
@@ -24,14 +26,14 @@ enum class VoteResult { pending, won, lost };
 
 // Counts grants and refusals of one election (pre-vote or real) among `voters`.
 class VoteTally {
-public:
+  public:
     explicit VoteTally(std::size_t voters) : voters_(voters) {}
     // Records `from`'s answer; a repeated answer from the same node is ignored.
     void record(NodeId from, bool granted) { answers_.emplace(from, granted); }
     VoteResult result() const;
     std::size_t granted() const;
 
-private:
+  private:
     std::size_t voters_;
     std::map<NodeId, bool> answers_;
 };

@@ -7,32 +7,49 @@ namespace dueq::raft {
 
 std::string_view to_string(Role r) {
     switch (r) {
-        case Role::follower: return "follower";
-        case Role::pre_candidate: return "pre_candidate";
-        case Role::candidate: return "candidate";
-        case Role::leader: return "leader";
+        case Role::follower:
+            return "follower";
+        case Role::pre_candidate:
+            return "pre_candidate";
+        case Role::candidate:
+            return "candidate";
+        case Role::leader:
+            return "leader";
     }
     return "?";
 }
 
 std::string_view to_string(MessageType t) {
     switch (t) {
-        case MessageType::pre_vote: return "pre_vote";
-        case MessageType::pre_vote_resp: return "pre_vote_resp";
-        case MessageType::vote: return "vote";
-        case MessageType::vote_resp: return "vote_resp";
-        case MessageType::append: return "append";
-        case MessageType::append_resp: return "append_resp";
-        case MessageType::snapshot: return "snapshot";
-        case MessageType::heartbeat: return "heartbeat";
-        case MessageType::heartbeat_resp: return "heartbeat_resp";
-        case MessageType::timeout_now: return "timeout_now";
+        case MessageType::pre_vote:
+            return "pre_vote";
+        case MessageType::pre_vote_resp:
+            return "pre_vote_resp";
+        case MessageType::vote:
+            return "vote";
+        case MessageType::vote_resp:
+            return "vote_resp";
+        case MessageType::append:
+            return "append";
+        case MessageType::append_resp:
+            return "append_resp";
+        case MessageType::snapshot:
+            return "snapshot";
+        case MessageType::heartbeat:
+            return "heartbeat";
+        case MessageType::heartbeat_resp:
+            return "heartbeat_resp";
+        case MessageType::timeout_now:
+            return "timeout_now";
     }
     return "?";
 }
 
 Raft::Raft(Config cfg, const LogStorage& storage)
-    : cfg_(std::move(cfg)), storage_(storage), log_(storage), rand_(cfg_.seed ^ (cfg_.id * 0x9e37ULL)) {
+    : cfg_(std::move(cfg)),
+      storage_(storage),
+      log_(storage),
+      rand_(cfg_.seed ^ (cfg_.id * 0x9e37ULL)) {
     HardState hs = storage.hard_state();
     term_ = hs.term;
     vote_ = hs.vote;
@@ -69,9 +86,9 @@ void Raft::reset(Term term) {
 
 void Raft::reset_election_timeout() {
     // §3.4: spread timeouts so that one node usually times out alone.
-    randomized_timeout_ = static_cast<int>(
-        rand_.uniform(static_cast<std::uint64_t>(cfg_.election_tick),
-                      static_cast<std::uint64_t>(2 * cfg_.election_tick - 1)));
+    randomized_timeout_ =
+        static_cast<int>(rand_.uniform(static_cast<std::uint64_t>(cfg_.election_tick),
+                                       static_cast<std::uint64_t>(2 * cfg_.election_tick - 1)));
 }
 
 void Raft::become_follower(Term term, NodeId leader) {
@@ -143,7 +160,8 @@ void Raft::tick_election() {
 void Raft::tick_leader() {
     ++heartbeat_elapsed_;
     ++election_elapsed_;
-    for (auto& [id, pr] : peers_) ++pr.ticks_since_progress;
+    for (auto& [id, pr] : peers_)
+        ++pr.ticks_since_progress;
 
     if (election_elapsed_ >= cfg_.election_tick) {
         election_elapsed_ = 0;
@@ -168,8 +186,8 @@ void Raft::tick_leader() {
         for (auto& [id, pr] : peers_) {
             // Lost appends are only noticed by silence: resend from what is known to
             // match if nothing moved for an election timeout.
-            bool stalled = pr.match < log_.last_index() &&
-                           pr.ticks_since_progress >= cfg_.election_tick;
+            bool stalled =
+                pr.match < log_.last_index() && pr.ticks_since_progress >= cfg_.election_tick;
             if (pr.state == ProgressState::probe) {
                 pr.probe_sent = false;
             } else if (stalled) {

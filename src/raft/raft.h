@@ -49,7 +49,7 @@
 namespace dueq::raft {
 
 class Raft {
-public:
+  public:
     // Starts from what `storage` holds (hard state, snapshot, log) as a follower.
     // cfg must be valid() (checked by the caller; an invalid config is a programming
     // error and the constructor clamps nothing).
@@ -103,7 +103,7 @@ public:
     // True when a lease read would be served without a heartbeat round right now.
     bool lease_valid() const;
 
-private:
+  private:
     // Roles (raft.cpp)
     void become_follower(Term term, NodeId leader);
     void become_pre_candidate();

@@ -88,8 +88,9 @@ std::optional<Index> RaftLog::maybe_append(Index prev_index, Term prev_term, Ind
     Index conflict = find_conflict(entries);
     if (conflict != 0) {
         if (conflict <= committed_) return std::nullopt;  // would rewrite history; refuse
-        append(std::vector<Entry>(entries.begin() + static_cast<std::ptrdiff_t>(conflict - prev_index - 1),
-                                  entries.end()));
+        append(std::vector<Entry>(
+            entries.begin() + static_cast<std::ptrdiff_t>(conflict - prev_index - 1),
+            entries.end()));
     }
     commit_to(std::min(commit, last_new));
     return last_new;
@@ -132,7 +133,8 @@ Result<std::vector<Entry>> RaftLog::slice(Index lo, Index hi, std::uint64_t max_
         auto r = storage_.entries(lo, split, max_bytes);
         if (!r) return r.error();
         out = std::move(r).value();
-        for (const Entry& e : out) bytes += entry_cost(e);
+        for (const Entry& e : out)
+            bytes += entry_cost(e);
         if (out.size() < split - lo) return out;  // hit max_bytes
     }
     for (Index i = std::max(lo, offset_); i < hi; ++i) {
@@ -172,7 +174,8 @@ void RaftLog::stable_to(Index index, Term t) {
     if (unstable_.empty() || index < offset_) return;
     Index last = offset_ + unstable_.size() - 1;
     if (index > last || unstable_[index - offset_].term != t) return;
-    unstable_.erase(unstable_.begin(), unstable_.begin() + static_cast<std::ptrdiff_t>(index + 1 - offset_));
+    unstable_.erase(unstable_.begin(),
+                    unstable_.begin() + static_cast<std::ptrdiff_t>(index + 1 - offset_));
     offset_ = index + 1;
 }
 

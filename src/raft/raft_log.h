@@ -16,7 +16,7 @@
 namespace dueq::raft {
 
 class RaftLog {
-public:
+  public:
     // Starts from what the storage holds (after a restart: snapshot, log, hard state).
     explicit RaftLog(const LogStorage& storage);
 
@@ -72,7 +72,7 @@ public:
     // Last index the shell has persisted (as far as the core knows).
     Index stable_last_index() const;
 
-private:
+  private:
     Index find_conflict(const std::vector<Entry>& entries) const;
 
     const LogStorage& storage_;

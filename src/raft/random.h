@@ -9,7 +9,7 @@
 namespace dueq::raft {
 
 class Random {
-public:
+  public:
     explicit Random(std::uint64_t seed) : state_(seed) {}
 
     std::uint64_t next() {
@@ -28,7 +28,7 @@ public:
     // True with probability p (0..1).
     bool chance(double p) { return static_cast<double>(next() >> 11) * 0x1.0p-53 < p; }
 
-private:
+  private:
     std::uint64_t state_;
 };
 

@@ -52,7 +52,8 @@ void Raft::bcast_heartbeat() {
 void Raft::release_confirmed_reads() {
     if (reads_.empty()) return;
     std::vector<std::uint64_t> acked{round_};  // the leader answers its own rounds
-    for (const auto& [id, pr] : peers_) acked.push_back(pr.acked_round);
+    for (const auto& [id, pr] : peers_)
+        acked.push_back(pr.acked_round);
     std::uint64_t confirmed = quorum_value(std::move(acked));
     while (!reads_.empty() && reads_.front().round <= confirmed) {
         read_states_.push_back({reads_.front().index, reads_.front().context});

@@ -5,11 +5,14 @@
 
 namespace dueq::raft {
 
-Index Raft::self_match() const { return log_.stable_last_index(); }
+Index Raft::self_match() const {
+    return log_.stable_last_index();
+}
 
 bool Raft::maybe_commit() {
     std::vector<std::uint64_t> matches{self_match()};
-    for (const auto& [id, pr] : peers_) matches.push_back(pr.match);
+    for (const auto& [id, pr] : peers_)
+        matches.push_back(pr.match);
     Index candidate = quorum_value(std::move(matches));
     if (candidate <= log_.committed()) return false;
     // §3.6.2 (Figure 3.7): a replica count proves nothing about an entry of an earlier
@@ -27,7 +30,8 @@ void Raft::on_leader_commit() {
     if (!reads_before_commit_.empty() && committed_in_current_term()) {
         auto waiting = std::move(reads_before_commit_);
         reads_before_commit_.clear();
-        for (std::uint64_t ctx : waiting) start_read(ctx);
+        for (std::uint64_t ctx : waiting)
+            start_read(ctx);
     }
 }
 
@@ -59,7 +63,8 @@ bool Raft::send_append(NodeId peer, bool allow_empty) {
     std::vector<Entry> ents = std::move(entries).value();
     if (ents.empty() && !allow_empty) return false;
     std::uint64_t bytes = 0;
-    for (const Entry& e : ents) bytes += entry_cost(e);
+    for (const Entry& e : ents)
+        bytes += entry_cost(e);
     Index sent_last = ents.empty() ? prev : ents.back().index;
     bool has_entries = !ents.empty();
     send({.type = MessageType::append,
@@ -81,7 +86,8 @@ void Raft::send_appends(NodeId peer, bool allow_empty) {
 }
 
 void Raft::bcast_append() {
-    for (auto& [id, pr] : peers_) send_appends(id, true);
+    for (auto& [id, pr] : peers_)
+        send_appends(id, true);
 }
 
 void Raft::handle_append(const Message& m) {
@@ -118,9 +124,9 @@ void Raft::handle_append_response(const Message& m) {
     pr.recent_active = true;
 
     if (m.reject) {
-        bool stale = m.context != pr.generation ||
-                     (pr.state == ProgressState::replicate ? m.index <= pr.match
-                                                           : m.index != pr.next - 1);
+        bool stale =
+            m.context != pr.generation ||
+            (pr.state == ProgressState::replicate ? m.index <= pr.match : m.index != pr.next - 1);
         if (stale || pr.state == ProgressState::snapshot) return;
         // If the hint entry is also ours, the follower's log matches ours up to it
         // (Log Matching), so it is as good as an ack of the hint.
@@ -148,8 +154,9 @@ void Raft::handle_append_response(const Message& m) {
 void Raft::on_append_ack(NodeId peer, Progress& pr, Index index, bool confirms_next) {
     bool was_paused = pr.paused();
     // A success proves where the logs match: a probe (or a snapshot) is over.
-    bool ends_probe = confirms_next && ((pr.state == ProgressState::probe && index >= pr.match) ||
-                                        (pr.state == ProgressState::snapshot && index >= pr.pending_snapshot));
+    bool ends_probe =
+        confirms_next && ((pr.state == ProgressState::probe && index >= pr.match) ||
+                          (pr.state == ProgressState::snapshot && index >= pr.pending_snapshot));
     bool advanced = pr.on_ack(index);
     if (ends_probe) pr.become_replicate();
     if (advanced && maybe_commit()) {

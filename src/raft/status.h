@@ -8,22 +8,28 @@
 namespace dueq::raft {
 
 enum class Error {
-    not_leader,           // propose/read/transfer on a node that is not the leader
-    transfer_in_progress, // the leader is handing over leadership; retry elsewhere
-    compacted,            // storage: the requested index is behind the snapshot
-    unavailable,          // storage: the requested index is past the last entry
-    unknown_peer,         // a message from or to a node outside the configuration
-    invalid,              // an argument breaks the contract (empty proposal, self-transfer...)
+    not_leader,            // propose/read/transfer on a node that is not the leader
+    transfer_in_progress,  // the leader is handing over leadership; retry elsewhere
+    compacted,             // storage: the requested index is behind the snapshot
+    unavailable,           // storage: the requested index is past the last entry
+    unknown_peer,          // a message from or to a node outside the configuration
+    invalid,               // an argument breaks the contract (empty proposal, self-transfer...)
 };
 
 constexpr std::string_view to_string(Error e) {
     switch (e) {
-        case Error::not_leader: return "not_leader";
-        case Error::transfer_in_progress: return "transfer_in_progress";
-        case Error::compacted: return "compacted";
-        case Error::unavailable: return "unavailable";
-        case Error::unknown_peer: return "unknown_peer";
-        case Error::invalid: return "invalid";
+        case Error::not_leader:
+            return "not_leader";
+        case Error::transfer_in_progress:
+            return "transfer_in_progress";
+        case Error::compacted:
+            return "compacted";
+        case Error::unavailable:
+            return "unavailable";
+        case Error::unknown_peer:
+            return "unknown_peer";
+        case Error::invalid:
+            return "invalid";
     }
     return "?";
 }
@@ -31,7 +37,7 @@ constexpr std::string_view to_string(Error e) {
 // A value or an Error. Small on purpose: has_value(), value(), error().
 template <class T>
 class Result {
-public:
+  public:
     Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
     Result(Error e) : v_(e) {}                 // NOLINT
     bool has_value() const { return v_.index() == 0; }
@@ -41,13 +47,13 @@ public:
     const T& operator*() const& { return value(); }
     Error error() const { return std::get<1>(v_); }
 
-private:
+  private:
     std::variant<T, Error> v_;
 };
 
 // Success or an Error.
 class Status {
-public:
+  public:
     Status() = default;
     Status(Error e) : ok_(false), e_(e) {}  // NOLINT
     static Status ok() { return {}; }
@@ -55,7 +61,7 @@ public:
     explicit operator bool() const { return ok_; }
     Error error() const { return e_; }
 
-private:
+  private:
     bool ok_ = true;
     Error e_ = Error::invalid;
 };

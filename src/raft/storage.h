@@ -23,7 +23,7 @@
 namespace dueq::raft {
 
 class LogStorage {
-public:
+  public:
     virtual ~LogStorage() = default;
 
     // --- read side (the core) ---
@@ -56,7 +56,7 @@ public:
 
 // The in-memory twin, for tests and the simulator: "durable" means "written here".
 class MemoryStorage final : public LogStorage {
-public:
+  public:
     MemoryStorage() = default;
 
     HardState hard_state() const override { return hard_state_; }
@@ -75,7 +75,7 @@ public:
     // Test helper: the stored entry at i (must exist).
     const Entry& at(Index i) const { return entries_[i - entries_[0].index]; }
 
-private:
+  private:
     HardState hard_state_;
     Snapshot snapshot_;
     // entries_[0] stands for the last compacted entry (index, term, time; no data);

@@ -69,6 +69,8 @@ struct Snapshot {
 
 // Bytes an entry costs against flow-control limits: its payload plus a fixed overhead,
 // so that empty entries still count.
-inline std::uint64_t entry_cost(const Entry& e) { return e.data.size() + 32; }
+inline std::uint64_t entry_cost(const Entry& e) {
+    return e.data.size() + 32;
+}
 
 }  // namespace dueq::raft

@@ -8,7 +8,8 @@
 using namespace dueq::raft;
 using namespace dueq::raft::test;
 
-TEST_CASE("bug: pre-vote granted by a follower that still hears the leader", "[raft][prevote][bug]") {
+TEST_CASE("bug: pre-vote granted by a follower that still hears the leader",
+          "[raft][prevote][bug]") {
     Cluster c(3);
     c.elect(1);
     Term t = c.raft(1).term();
@@ -29,7 +30,8 @@ TEST_CASE("bug: pre-vote is granted once the leader is really gone", "[raft][pre
     c.elect(1);
     Term t = c.raft(1).term();
     c.isolate(1);
-    for (int k = 0; k < 60 && c.raft(2).role() != Role::leader && c.raft(3).role() != Role::leader; ++k) {
+    for (int k = 0; k < 60 && c.raft(2).role() != Role::leader && c.raft(3).role() != Role::leader;
+         ++k) {
         c.tick_all();
         c.deliver_all();
     }

@@ -19,15 +19,28 @@ TEST_CASE("bug: entries handed out again below the compaction point", "[raft][re
     Raft& f = c.raft(3);
     MemoryStorage& s = c.storage(3);
     std::vector<Entry> batch;
-    for (Index i = 1; i <= 5; ++i) batch.push_back(Entry{1, i, 0, EntryType::normal, "e" + std::to_string(i)});
-    f.step({.type = MessageType::append, .from = 1, .to = 3, .term = 1, .index = 0, .log_term = 0, .commit = 4,
+    for (Index i = 1; i <= 5; ++i)
+        batch.push_back(Entry{1, i, 0, EntryType::normal, "e" + std::to_string(i)});
+    f.step({.type = MessageType::append,
+            .from = 1,
+            .to = 3,
+            .term = 1,
+            .index = 0,
+            .log_term = 0,
+            .commit = 4,
             .entries = batch});
     Ready rd = f.ready();  // entries 1..5, entries 1..4 to apply, a snapshot wanted
     REQUIRE(rd.entries.size() == 5);
     REQUIRE(rd.committed_entries.size() == 4);
     REQUIRE(rd.snapshot_wanted);
     // Before that Ready is durable, the leader of term 2 replaces entry 5.
-    f.step({.type = MessageType::append, .from = 2, .to = 3, .term = 2, .index = 4, .log_term = 1, .commit = 4,
+    f.step({.type = MessageType::append,
+            .from = 2,
+            .to = 3,
+            .term = 2,
+            .index = 4,
+            .log_term = 1,
+            .commit = 4,
             .entries = {Entry{2, 5, 0, EntryType::normal, "new5"}}});
     // The shell carries out the first Ready: persist, apply, snapshot and compact at 4.
     REQUIRE(s.append(rd.entries));

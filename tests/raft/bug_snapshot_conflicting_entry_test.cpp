@@ -11,9 +11,16 @@ using namespace dueq::raft::test;
 TEST_CASE("bug: conflicting entry at the snapshot index", "[raft][snapshot][bug]") {
     Cluster c(3);
     // Node 2 holds entries 1..4 of term 1 (uncommitted, from a leader that died).
-    c.deliver({.type = MessageType::append, .from = 1, .to = 2, .term = 1, .index = 0, .log_term = 0,
-               .entries = {Entry{1, 1, 0, EntryType::noop, {}}, Entry{1, 2, 0, EntryType::normal, "a"},
-                           Entry{1, 3, 0, EntryType::normal, "b"}, Entry{1, 4, 0, EntryType::normal, "c"}}});
+    c.deliver(
+        {.type = MessageType::append,
+         .from = 1,
+         .to = 2,
+         .term = 1,
+         .index = 0,
+         .log_term = 0,
+         .entries = {Entry{1, 1, 0, EntryType::noop, {}}, Entry{1, 2, 0, EntryType::normal, "a"},
+                     Entry{1, 3, 0, EntryType::normal, "b"},
+                     Entry{1, 4, 0, EntryType::normal, "c"}}});
     REQUIRE(c.storage(2).last_index() == 4);
     // The leader of term 3 sends a snapshot ending at index 3, term 2.
     Message snap{.type = MessageType::snapshot, .from = 3, .to = 2, .term = 3};
@@ -21,8 +28,8 @@ TEST_CASE("bug: conflicting entry at the snapshot index", "[raft][snapshot][bug]
     c.deliver(snap);
     const Ready& rd = c.node(2).readies.back();
     REQUIRE(rd.snapshot);
-    CHECK(c.raft(2).log().last_index() == 3);        // entry 4 (after the conflict) is gone
-    CHECK(c.raft(2).log().term(3).value() == 2);      // the snapshot's term
+    CHECK(c.raft(2).log().last_index() == 3);     // entry 4 (after the conflict) is gone
+    CHECK(c.raft(2).log().term(3).value() == 2);  // the snapshot's term
     CHECK(c.raft(2).log().committed() == 3);
     CHECK(c.storage(2).last_index() == 3);
     CHECK(c.storage(2).term(3).value() == 2);
@@ -30,7 +37,13 @@ TEST_CASE("bug: conflicting entry at the snapshot index", "[raft][snapshot][bug]
     CHECK(rd.messages[0].index == 3);
     CHECK_FALSE(rd.messages[0].reject);
     // Entries after it come from the leader again, and apply after the snapshot.
-    c.deliver({.type = MessageType::append, .from = 3, .to = 2, .term = 3, .index = 3, .log_term = 2, .commit = 4,
+    c.deliver({.type = MessageType::append,
+               .from = 3,
+               .to = 2,
+               .term = 3,
+               .index = 3,
+               .log_term = 2,
+               .commit = 4,
                .entries = {Entry{3, 4, 0, EntryType::noop, {}}}});
     CHECK(c.raft(2).log().term(4).value() == 3);
     CHECK(c.raft(2).log().committed() == 4);

@@ -15,7 +15,8 @@ TEST_CASE("bug: stale ReadIndex on a fresh leader", "[raft][read][bug]") {
     // Entry 2 commits on 1 and 2; node 2 does not learn the new commit index.
     c.cut(1, 3);
     c.set_drop([](Message& m) {
-        return m.type == MessageType::heartbeat || (m.type == MessageType::append && m.entries.empty());
+        return m.type == MessageType::heartbeat ||
+               (m.type == MessageType::append && m.entries.empty());
     });
     c.deliver_all();
     REQUIRE(c.raft(1).log().committed() == 2);

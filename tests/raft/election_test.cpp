@@ -10,7 +10,10 @@ using namespace dueq::raft::test;
 TEST_CASE("§3.4 a follower campaigns after a randomized timeout in [et, 2et)", "[raft][election]") {
     std::set<int> seen;
     for (std::uint64_t seed = 1; seed <= 40; ++seed) {
-        Cluster c(3, [&](Config& cfg) { cfg.seed = seed; cfg.pre_vote = false; });
+        Cluster c(3, [&](Config& cfg) {
+            cfg.seed = seed;
+            cfg.pre_vote = false;
+        });
         Raft& r = c.raft(1);
         int ticks = 0;
         while (r.role() == Role::follower && ticks < 100) {
@@ -50,13 +53,16 @@ TEST_CASE("§3.4 a candidate persists term and self-vote before asking", "[raft]
     CHECK(first.hard_state->term == 1);
     CHECK(first.hard_state->vote == 1);
     int vote_requests = 0;
-    for (const Message& m : first.messages) vote_requests += m.type == MessageType::vote ? 1 : 0;
+    for (const Message& m : first.messages)
+        vote_requests += m.type == MessageType::vote ? 1 : 0;
     CHECK(vote_requests == 2);
 }
 
-TEST_CASE("§3.4 a vote is granted once per term and travels with its hard state", "[raft][election]") {
+TEST_CASE("§3.4 a vote is granted once per term and travels with its hard state",
+          "[raft][election]") {
     Cluster c(3, [](Config& cfg) { cfg.pre_vote = false; });
-    Message req{.type = MessageType::vote, .from = 2, .to = 1, .term = 5, .index = 0, .log_term = 0};
+    Message req{
+        .type = MessageType::vote, .from = 2, .to = 1, .term = 5, .index = 0, .log_term = 0};
     c.deliver(req);
     const Ready& rd = c.node(1).readies.back();
     REQUIRE(rd.hard_state);
@@ -79,7 +85,10 @@ TEST_CASE("§3.4 a vote is granted once per term and travels with its hard state
 }
 
 TEST_CASE("§3.4 a vote survives a restart", "[raft][election]") {
-    Cluster c(3, [](Config& cfg) { cfg.pre_vote = false; cfg.check_quorum = false; });
+    Cluster c(3, [](Config& cfg) {
+        cfg.pre_vote = false;
+        cfg.check_quorum = false;
+    });
     c.deliver({.type = MessageType::vote, .from = 2, .to = 1, .term = 5});
     c.restart(1);
     CHECK(c.raft(1).term() == 5);
@@ -89,18 +98,23 @@ TEST_CASE("§3.4 a vote survives a restart", "[raft][election]") {
 }
 
 TEST_CASE("§3.6.1 no vote for a candidate whose log is behind", "[raft][election]") {
-    Cluster c(3, [](Config& cfg) { cfg.pre_vote = false; cfg.check_quorum = false; });
+    Cluster c(3, [](Config& cfg) {
+        cfg.pre_vote = false;
+        cfg.check_quorum = false;
+    });
     c.elect(1);
     c.raft(1).propose(cmd(1), 0);
     c.deliver_all();
     // Node 3 asks with an older log (last index 1, term 1 < node 2's last index 2).
-    c.deliver({.type = MessageType::vote, .from = 3, .to = 2, .term = 9, .index = 1, .log_term = 1});
+    c.deliver(
+        {.type = MessageType::vote, .from = 3, .to = 2, .term = 9, .index = 1, .log_term = 1});
     auto& resp = c.node(2).readies.back().messages;
     REQUIRE(resp.size() == 1);
     CHECK(resp[0].reject);
     CHECK(c.raft(2).term() == 9);  // the term is still adopted (§3.3)
     // A higher last term wins even with a shorter log.
-    c.deliver({.type = MessageType::vote, .from = 3, .to = 2, .term = 10, .index = 1, .log_term = 5});
+    c.deliver(
+        {.type = MessageType::vote, .from = 3, .to = 2, .term = 10, .index = 1, .log_term = 5});
     CHECK_FALSE(c.node(2).readies.back().messages[0].reject);
 }
 
@@ -113,7 +127,8 @@ TEST_CASE("§3.3 a higher term turns a leader into a follower", "[raft][election
     CHECK(c.raft(1).term() == 7);
 }
 
-TEST_CASE("§3.3 a message from an older term is refused with the current term", "[raft][election]") {
+TEST_CASE("§3.3 a message from an older term is refused with the current term",
+          "[raft][election]") {
     Cluster c(3);
     c.elect(1);
     Term t = c.raft(2).term();
@@ -125,21 +140,25 @@ TEST_CASE("§3.3 a message from an older term is refused with the current term",
     CHECK(c.raft(2).leader() == 1);
 }
 
-TEST_CASE("§3.4 a split vote is retried with a new timeout until someone wins", "[raft][election]") {
+TEST_CASE("§3.4 a split vote is retried with a new timeout until someone wins",
+          "[raft][election]") {
     Cluster c(3, [](Config& cfg) { cfg.pre_vote = false; });
     for (int round = 0; round < 200; ++round) {
         c.tick_all();
         c.deliver_all();
         int leaders = 0;
-        for (NodeId id : {1, 2, 3}) leaders += c.raft(id).role() == Role::leader ? 1 : 0;
+        for (NodeId id : {1, 2, 3})
+            leaders += c.raft(id).role() == Role::leader ? 1 : 0;
         if (leaders == 1) break;
     }
     int leaders = 0;
-    for (NodeId id : {1, 2, 3}) leaders += c.raft(id).role() == Role::leader ? 1 : 0;
+    for (NodeId id : {1, 2, 3})
+        leaders += c.raft(id).role() == Role::leader ? 1 : 0;
     CHECK(leaders == 1);
 }
 
-TEST_CASE("§9.6 pre-vote: a node cut off from everyone does not raise its term", "[raft][prevote]") {
+TEST_CASE("§9.6 pre-vote: a node cut off from everyone does not raise its term",
+          "[raft][prevote]") {
     Cluster c(3);
     c.elect(1);
     Term t = c.raft(1).term();
@@ -164,21 +183,30 @@ TEST_CASE("§6.2 check quorum: a leader that hears no majority steps down", "[ra
 }
 
 TEST_CASE("§6.2 without check quorum the isolated leader stays leader", "[raft][checkquorum]") {
-    Cluster c(3, [](Config& cfg) { cfg.check_quorum = false; cfg.pre_vote = false; });
+    Cluster c(3, [](Config& cfg) {
+        cfg.check_quorum = false;
+        cfg.pre_vote = false;
+    });
     c.elect(1);
     c.isolate(1);
     for (int k = 0; k < 25; ++k) {
         c.tick(1);
         c.deliver_all();
     }
-    CHECK(c.raft(1).role() == Role::leader);  // the contrast that makes the test above mean something
+    CHECK(c.raft(1).role() ==
+          Role::leader);  // the contrast that makes the test above mean something
 }
 
 TEST_CASE("§4.2.3 a follower that hears its leader ignores vote requests", "[raft][checkquorum]") {
     Cluster c(3);
     c.elect(1);
     Term t = c.raft(2).term();
-    c.deliver({.type = MessageType::vote, .from = 3, .to = 2, .term = t + 1, .index = 99, .log_term = 99});
+    c.deliver({.type = MessageType::vote,
+               .from = 3,
+               .to = 2,
+               .term = t + 1,
+               .index = 99,
+               .log_term = 99});
     CHECK(c.raft(2).term() == t);
     bool answered = !c.node(2).readies.empty() && !c.node(2).readies.back().messages.empty() &&
                     c.node(2).readies.back().messages.back().type == MessageType::vote_resp;

@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <functional>
 #include <map>
-#include <set>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -24,13 +24,14 @@ struct TestNode {
 };
 
 class Cluster {
-public:
+  public:
     // n voters with ids 1..n. `tweak` may change each node's config.
     explicit Cluster(int n, const std::function<void(Config&)>& tweak = {}) {
         for (int k = 1; k <= n; ++k) {
             TestNode t;
             t.cfg.id = static_cast<NodeId>(k);
-            for (int j = 1; j <= n; ++j) t.cfg.voters.push_back(static_cast<NodeId>(j));
+            for (int j = 1; j <= n; ++j)
+                t.cfg.voters.push_back(static_cast<NodeId>(j));
             t.cfg.seed = 100 + static_cast<std::uint64_t>(k);
             if (tweak) tweak(t.cfg);
             t.raft = std::make_unique<Raft>(t.cfg, *t.storage);
@@ -50,11 +51,15 @@ public:
             if (rd.snapshot) t.storage->apply_snapshot(*rd.snapshot);
             t.storage->append(rd.entries);
             if (rd.hard_state) t.storage->set_hard_state(*rd.hard_state);
-            for (const Message& m : rd.messages) outbox_.push_back(m);
-            for (const Entry& e : rd.committed_entries) t.applied.push_back(e);
-            for (const ReadState& r : rd.read_states) t.reads.push_back(r);
+            for (const Message& m : rd.messages)
+                outbox_.push_back(m);
+            for (const Entry& e : rd.committed_entries)
+                t.applied.push_back(e);
+            for (const ReadState& r : rd.read_states)
+                t.reads.push_back(r);
             if (rd.snapshot_wanted) {
-                t.storage->create_snapshot(*rd.snapshot_wanted, "snap@" + std::to_string(*rd.snapshot_wanted));
+                t.storage->create_snapshot(*rd.snapshot_wanted,
+                                           "snap@" + std::to_string(*rd.snapshot_wanted));
                 t.storage->compact(*rd.snapshot_wanted);
             }
             t.raft->advance(rd);
@@ -62,7 +67,8 @@ public:
         }
     }
     void process_all() {
-        for (auto& [id, t] : nodes_) process(id);
+        for (auto& [id, t] : nodes_)
+            process(id);
     }
 
     // Messages sent so far and not yet delivered (after processing every node).
@@ -75,9 +81,7 @@ public:
 
     // True if m cannot pass (cut link or the drop filter). The filter may also edit
     // the message in flight.
-    bool blocked(Message& m) const {
-        return cut_.count({m.from, m.to}) > 0 || (drop_ && drop_(m));
-    }
+    bool blocked(Message& m) const { return cut_.count({m.from, m.to}) > 0 || (drop_ && drop_(m)); }
 
     // Delivers messages until none are left (dropping those that cannot pass).
     // Returns how many were delivered.
@@ -102,12 +106,14 @@ public:
     }
 
     void tick(NodeId id, int n = 1) {
-        for (int k = 0; k < n; ++k) raft(id).tick(now_ms);
+        for (int k = 0; k < n; ++k)
+            raft(id).tick(now_ms);
         process(id);
     }
     void tick_all(int n = 1) {
         for (int k = 0; k < n; ++k) {
-            for (auto& [id, t] : nodes_) t.raft->tick(now_ms);
+            for (auto& [id, t] : nodes_)
+                t.raft->tick(now_ms);
         }
         process_all();
     }
@@ -149,7 +155,7 @@ public:
 
     Millis now_ms = 1000;
 
-private:
+  private:
     std::map<NodeId, TestNode> nodes_;
     std::vector<Message> outbox_;
     std::set<std::pair<NodeId, NodeId>> cut_;
@@ -157,6 +163,8 @@ private:
 };
 
 // Payload helper.
-inline std::string cmd(int k) { return "cmd" + std::to_string(k); }
+inline std::string cmd(int k) {
+    return "cmd" + std::to_string(k);
+}
 
 }  // namespace dueq::raft::test

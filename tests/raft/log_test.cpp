@@ -9,7 +9,9 @@
 using namespace dueq::raft;
 
 namespace {
-Entry E(Index i, Term t, std::string data = {}) { return Entry{t, i, 0, EntryType::normal, std::move(data)}; }
+Entry E(Index i, Term t, std::string data = {}) {
+    return Entry{t, i, 0, EntryType::normal, std::move(data)};
+}
 }  // namespace
 
 TEST_CASE("storage: append overwrites the suffix from the first new index", "[raft][storage]") {
@@ -55,7 +57,8 @@ TEST_CASE("storage: applying a snapshot replaces the whole log", "[raft][storage
     CHECK(s.term(10).value() == 3);
 }
 
-TEST_CASE("log §3.5: maybe_append checks prev, keeps matching entries, cuts conflicts", "[raft][log]") {
+TEST_CASE("log §3.5: maybe_append checks prev, keeps matching entries, cuts conflicts",
+          "[raft][log]") {
     MemoryStorage s;
     REQUIRE(s.append({E(1, 1), E(2, 1), E(3, 2)}));
     RaftLog log(s);
@@ -89,8 +92,8 @@ TEST_CASE("log §3.6.1: up-to-date compares last term, then length", "[raft][log
     MemoryStorage s;
     REQUIRE(s.append({E(1, 1), E(2, 2)}));
     RaftLog log(s);
-    CHECK(log.is_up_to_date(1, 3));      // higher last term wins even if shorter
-    CHECK(log.is_up_to_date(2, 2));      // equal
+    CHECK(log.is_up_to_date(1, 3));        // higher last term wins even if shorter
+    CHECK(log.is_up_to_date(2, 2));        // equal
     CHECK_FALSE(log.is_up_to_date(1, 2));  // same term, shorter
     CHECK_FALSE(log.is_up_to_date(9, 1));  // longer but older term
 }
@@ -111,7 +114,7 @@ TEST_CASE("log: stable_to ignores a batch that was replaced meanwhile", "[raft][
     RaftLog log(s);
     log.append({E(1, 1), E(2, 1)});
     std::vector<Entry> handed = log.unstable_entries();  // the shell writes these...
-    log.append({E(2, 2)});                                // ...while a new leader rewrites 2
+    log.append({E(2, 2)});                               // ...while a new leader rewrites 2
     s.append(handed);
     log.stable_to(2, 1);  // term 1 at 2 is gone: nothing is marked stable (1 is rewritten)
     CHECK(log.unstable_entries().size() == 2);

@@ -8,8 +8,16 @@ using namespace dueq::raft;
 
 namespace {
 Message sample(MessageType type) {
-    Message m{.type = type, .from = 2, .to = 3, .term = 7, .index = 41, .log_term = 6, .commit = 40,
-              .reject = true, .hint_index = 39, .context = 1234567890123ULL};
+    Message m{.type = type,
+              .from = 2,
+              .to = 3,
+              .term = 7,
+              .index = 41,
+              .log_term = 6,
+              .commit = 40,
+              .reject = true,
+              .hint_index = 39,
+              .context = 1234567890123ULL};
     if (type == MessageType::append) {
         m.entries = {Entry{7, 42, 1700000000123ULL, EntryType::noop, {}},
                      Entry{7, 43, 1700000000124ULL, EntryType::normal, std::string("a\0b", 3)}};

@@ -39,7 +39,8 @@ TEST_CASE("§6.4 ReadIndex on a follower is refused", "[raft][read]") {
     CHECK(c.raft(2).read_index(1).error() == Error::not_leader);
 }
 
-TEST_CASE("§6.4.1 lease reads: served at once while the lease holds, not after", "[raft][read][lease]") {
+TEST_CASE("§6.4.1 lease reads: served at once while the lease holds, not after",
+          "[raft][read][lease]") {
     Cluster c(3, [](Config& cfg) { cfg.lease_read = true; });
     // Lease reads forbid forget_leader(): let an election happen by the clock.
     NodeId l = 0;

@@ -9,7 +9,8 @@ using namespace dueq::raft::test;
 namespace {
 int count(const std::vector<Message>& msgs, MessageType t, NodeId to = 0) {
     int n = 0;
-    for (const Message& m : msgs) n += m.type == t && (to == 0 || m.to == to) ? 1 : 0;
+    for (const Message& m : msgs)
+        n += m.type == t && (to == 0 || m.to == to) ? 1 : 0;
     return n;
 }
 }  // namespace
@@ -27,7 +28,8 @@ TEST_CASE("§3.6.2 a new leader appends a no-op of its term", "[raft][replicatio
 TEST_CASE("§3.5 entries reach every follower and are applied in order", "[raft][replication]") {
     Cluster c(3);
     c.elect(1);
-    for (int k = 0; k < 5; ++k) REQUIRE(c.raft(1).propose(cmd(k), 0));
+    for (int k = 0; k < 5; ++k)
+        REQUIRE(c.raft(1).propose(cmd(k), 0));
     c.deliver_all();
     for (NodeId id : {1, 2, 3}) {
         CHECK(c.raft(id).log().committed() == 6);
@@ -37,7 +39,8 @@ TEST_CASE("§3.5 entries reach every follower and are applied in order", "[raft]
     }
 }
 
-TEST_CASE("persist before send: an append is acked only in the Ready that stores it", "[raft][replication]") {
+TEST_CASE("persist before send: an append is acked only in the Ready that stores it",
+          "[raft][replication]") {
     Cluster c(3);
     c.elect(1);
     REQUIRE(c.raft(1).propose(cmd(1), 0));
@@ -54,7 +57,8 @@ TEST_CASE("persist before send: an append is acked only in the Ready that stores
     c.raft(2).advance(rd);  // (what the shell would do after storing them)
 }
 
-TEST_CASE("persist before count: the leader counts itself only after advance()", "[raft][replication]") {
+TEST_CASE("persist before count: the leader counts itself only after advance()",
+          "[raft][replication]") {
     Cluster c(3);
     c.elect(1);
     c.cut(1, 2);
@@ -63,17 +67,27 @@ TEST_CASE("persist before count: the leader counts itself only after advance()",
     Ready rd = c.raft(1).ready();
     REQUIRE(rd.entries.size() == 1);
     // Follower 2 acks entry 2 before the leader has stored it: 1 of 3 is not a majority.
-    c.raft(1).step({.type = MessageType::append_resp, .from = 2, .to = 1, .term = c.raft(1).term(),
-                    .index = 2, .context = c.raft(1).progress(2)->generation});
+    c.raft(1).step({.type = MessageType::append_resp,
+                    .from = 2,
+                    .to = 1,
+                    .term = c.raft(1).term(),
+                    .index = 2,
+                    .context = c.raft(1).progress(2)->generation});
     CHECK(c.raft(1).log().committed() == 1);
     c.storage(1).append(rd.entries);
     c.raft(1).advance(rd);
     CHECK(c.raft(1).log().committed() == 2);
 }
 
-TEST_CASE("§3.5 a follower rejects an append whose previous entry does not match", "[raft][replication]") {
+TEST_CASE("§3.5 a follower rejects an append whose previous entry does not match",
+          "[raft][replication]") {
     Cluster c(3);
-    c.deliver({.type = MessageType::append, .from = 2, .to = 1, .term = 3, .index = 5, .log_term = 3,
+    c.deliver({.type = MessageType::append,
+               .from = 2,
+               .to = 1,
+               .term = 3,
+               .index = 5,
+               .log_term = 3,
                .entries = {Entry{3, 6, 0, EntryType::normal, "x"}}});
     auto& out = c.node(1).readies.back().messages;
     REQUIRE(out.size() == 1);
@@ -88,7 +102,8 @@ TEST_CASE("§3.5 a leader overwrites a follower's conflicting suffix", "[raft][r
     c.elect(1);
     c.isolate(1);
     // The isolated leader appends entries nobody else gets.
-    for (int k = 0; k < 3; ++k) c.raft(1).propose(cmd(100 + k), 0);
+    for (int k = 0; k < 3; ++k)
+        c.raft(1).propose(cmd(100 + k), 0);
     c.deliver_all();
     c.heal();
     c.cut(1, 2);
@@ -105,17 +120,20 @@ TEST_CASE("§3.5 a leader overwrites a follower's conflicting suffix", "[raft][r
     for (Index i = 1; i <= c.raft(2).log().last_index(); ++i) {
         CHECK(c.raft(1).log().term(i).value() == c.raft(2).log().term(i).value());
     }
-    for (const Entry& e : c.node(1).applied) CHECK(e.data.rfind("cmd10", 0) != 0);  // never applied
+    for (const Entry& e : c.node(1).applied)
+        CHECK(e.data.rfind("cmd10", 0) != 0);  // never applied
 }
 
-TEST_CASE("§5.3 fast backtracking skips a term of conflicts per round trip", "[raft][replication]") {
+TEST_CASE("§5.3 fast backtracking skips a term of conflicts per round trip",
+          "[raft][replication]") {
     // Follower 3 holds 50 entries of a dead term; the new leader must find the match
     // point in a few round trips, not 50.
     Cluster c(3, [](Config& cfg) { cfg.max_entries_per_msg = 1000; });
     c.elect(1);
     c.isolate(1);
     c.cut_one_way(1, 3);
-    for (int k = 0; k < 50; ++k) c.raft(1).propose(cmd(k), 0);
+    for (int k = 0; k < 50; ++k)
+        c.raft(1).propose(cmd(k), 0);
     c.heal();
     c.cut(1, 2);
     c.cut(2, 3);
@@ -125,7 +143,8 @@ TEST_CASE("§5.3 fast backtracking skips a term of conflicts per round trip", "[
     c.isolate(1);
     c.elect(2);
     REQUIRE(c.raft(2).role() == Role::leader);
-    for (int k = 0; k < 5; ++k) c.raft(2).propose(cmd(200 + k), 0);
+    for (int k = 0; k < 5; ++k)
+        c.raft(2).propose(cmd(200 + k), 0);
     int rejects = 0;
     c.set_drop([&](Message& m) {
         if (m.type == MessageType::append_resp && m.reject) ++rejects;
@@ -148,7 +167,8 @@ Index figure8_commit_with_old_entry_on_majority(PlantedBug bug) {
         cfg.planted_bug = bug;
     });
     c.elect(1);
-    for (NodeId id : {3, 4, 5}) c.cut(1, id);
+    for (NodeId id : {3, 4, 5})
+        c.cut(1, id);
     c.raft(1).propose(cmd(1), 0);
     c.deliver_all();
     Term t = c.raft(1).term();
@@ -194,7 +214,8 @@ Index figure8_commit_with_old_entry_on_majority(PlantedBug bug) {
 }
 }  // namespace
 
-TEST_CASE("§3.6.2 Figure 8: an old-term entry is not committed by counting replicas", "[raft][commit]") {
+TEST_CASE("§3.6.2 Figure 8: an old-term entry is not committed by counting replicas",
+          "[raft][commit]") {
     CHECK(figure8_commit_with_old_entry_on_majority(PlantedBug::none) < 2);
     if (planted_bugs_compiled()) {
         // The same scenario with the rule broken does commit X: the test can fail.
@@ -202,17 +223,20 @@ TEST_CASE("§3.6.2 Figure 8: an old-term entry is not committed by counting repl
     }
 }
 
-TEST_CASE("flow control: at most max_inflight_msgs appends in flight per follower", "[raft][flow]") {
+TEST_CASE("flow control: at most max_inflight_msgs appends in flight per follower",
+          "[raft][flow]") {
     Cluster c(3, [](Config& cfg) {
         cfg.max_entries_per_msg = 1;
         cfg.max_inflight_msgs = 4;
     });
     c.elect(1);
-    for (int k = 0; k < 20; ++k) c.raft(1).propose(cmd(k), 0);
+    for (int k = 0; k < 20; ++k)
+        c.raft(1).propose(cmd(k), 0);
     auto msgs = c.take_messages();
     CHECK(count(msgs, MessageType::append, 2) == 4);
     CHECK(count(msgs, MessageType::append, 3) == 4);
-    for (const Message& m : msgs) c.deliver(m);
+    for (const Message& m : msgs)
+        c.deliver(m);
     c.deliver_all();
     CHECK(c.raft(2).log().last_index() == 21);  // the window slides as acks return
 }
@@ -220,7 +244,8 @@ TEST_CASE("flow control: at most max_inflight_msgs appends in flight per followe
 TEST_CASE("batching: proposals between two Readies share one append per follower", "[raft][flow]") {
     Cluster c(3);
     c.elect(1);
-    for (int k = 0; k < 10; ++k) c.raft(1).propose(cmd(k), 0);
+    for (int k = 0; k < 10; ++k)
+        c.raft(1).propose(cmd(k), 0);
     auto msgs = c.take_messages();
     REQUIRE(count(msgs, MessageType::append, 2) == 1);
     for (const Message& m : msgs) {
@@ -267,10 +292,12 @@ TEST_CASE("log time: stamped by the leader, never going back across leaders", "[
     CHECK(c.node(2).applied.size() == 6);
 }
 
-TEST_CASE("restart: the core resumes from storage and re-applies committed entries", "[raft][replication]") {
+TEST_CASE("restart: the core resumes from storage and re-applies committed entries",
+          "[raft][replication]") {
     Cluster c(3);
     c.elect(1);
-    for (int k = 0; k < 3; ++k) c.raft(1).propose(cmd(k), 0);
+    for (int k = 0; k < 3; ++k)
+        c.raft(1).propose(cmd(k), 0);
     c.deliver_all();
     c.tick_all(2);
     c.deliver_all();
@@ -282,18 +309,33 @@ TEST_CASE("restart: the core resumes from storage and re-applies committed entri
     CHECK(c.node(2).applied.size() == 4);  // commit index was persisted with the hard state
 }
 
-TEST_CASE("async shell: input between ready() and advance() lands in the next Ready", "[raft][ready]") {
+TEST_CASE("async shell: input between ready() and advance() lands in the next Ready",
+          "[raft][ready]") {
     // A storage thread may still be writing Ready N while the loop steps a message that
     // rewrites the same entries; Ready N+1 must carry the rewrite, and nothing written
     // by N may be taken as durable in its place.
-    Cluster c(3, [](Config& cfg) { cfg.check_quorum = false; cfg.pre_vote = false; });
+    Cluster c(3, [](Config& cfg) {
+        cfg.check_quorum = false;
+        cfg.pre_vote = false;
+    });
     Raft& f = c.raft(3);
-    f.step({.type = MessageType::append, .from = 1, .to = 3, .term = 1, .index = 0, .log_term = 0,
-            .entries = {Entry{1, 1, 0, EntryType::noop, {}}, Entry{1, 2, 0, EntryType::normal, "old"}}});
+    f.step({.type = MessageType::append,
+            .from = 1,
+            .to = 3,
+            .term = 1,
+            .index = 0,
+            .log_term = 0,
+            .entries = {Entry{1, 1, 0, EntryType::noop, {}},
+                        Entry{1, 2, 0, EntryType::normal, "old"}}});
     Ready first = f.ready();
     REQUIRE(first.entries.size() == 2);
     // Before `first` is durable, the leader of term 2 replaces entry 2.
-    f.step({.type = MessageType::append, .from = 2, .to = 3, .term = 2, .index = 1, .log_term = 1,
+    f.step({.type = MessageType::append,
+            .from = 2,
+            .to = 3,
+            .term = 2,
+            .index = 1,
+            .log_term = 1,
             .entries = {Entry{2, 2, 0, EntryType::normal, "new"}}});
     c.storage(3).append(first.entries);
     c.storage(3).set_hard_state(*first.hard_state);
@@ -305,9 +347,11 @@ TEST_CASE("async shell: input between ready() and advance() lands in the next Re
     CHECK(second.entries[0].data == "new");
     // The acknowledgement of entry 2 to the new leader travels with the rewrite.
     bool acked_new = false;
-    for (const Message& m : second.messages) acked_new |= m.to == 2 && !m.reject && m.index == 2;
+    for (const Message& m : second.messages)
+        acked_new |= m.to == 2 && !m.reject && m.index == 2;
     CHECK(acked_new);
-    for (const Message& m : first.messages) CHECK(m.to != 2);
+    for (const Message& m : first.messages)
+        CHECK(m.to != 2);
     c.storage(3).append(second.entries);
     f.advance(second);
     CHECK(c.storage(3).at(2).data == "new");

@@ -9,10 +9,12 @@ using namespace dueq::raft::test;
 TEST_CASE("§5.1 the core asks for a snapshot once enough log is applied", "[raft][snapshot]") {
     Cluster c(3, [](Config& cfg) { cfg.snapshot_threshold = 5; });
     c.elect(1);
-    for (int k = 0; k < 3; ++k) c.raft(1).propose(cmd(k), 0);
+    for (int k = 0; k < 3; ++k)
+        c.raft(1).propose(cmd(k), 0);
     c.deliver_all();
     CHECK(c.storage(1).snapshot().meta.index == 0);  // 4 applied < 5
-    for (int k = 0; k < 3; ++k) c.raft(1).propose(cmd(k), 0);
+    for (int k = 0; k < 3; ++k)
+        c.raft(1).propose(cmd(k), 0);
     c.deliver_all();
     CHECK(c.storage(1).snapshot().meta.index >= 5);  // the harness took it when asked
     CHECK(c.storage(1).first_index() == c.storage(1).snapshot().meta.index + 1);
@@ -48,7 +50,8 @@ TEST_CASE("§5.3 a follower behind the leader's first index gets the snapshot", 
 TEST_CASE("§5.3 a snapshot whose last entry we hold keeps the log after it", "[raft][snapshot]") {
     Cluster c(3);
     c.elect(1);
-    for (int k = 0; k < 4; ++k) c.raft(1).propose(cmd(k), 0);
+    for (int k = 0; k < 4; ++k)
+        c.raft(1).propose(cmd(k), 0);
     c.deliver_all();
     Term t = c.raft(1).term();
     Index last = c.raft(2).log().last_index();
@@ -63,7 +66,8 @@ TEST_CASE("§5.3 a snapshot whose last entry we hold keeps the log after it", "[
 TEST_CASE("a stale snapshot (behind commit) is acknowledged and ignored", "[raft][snapshot]") {
     Cluster c(3);
     c.elect(1);
-    for (int k = 0; k < 4; ++k) c.raft(1).propose(cmd(k), 0);
+    for (int k = 0; k < 4; ++k)
+        c.raft(1).propose(cmd(k), 0);
     c.deliver_all();
     c.tick_all(2);
     c.deliver_all();

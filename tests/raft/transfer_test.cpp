@@ -28,7 +28,8 @@ TEST_CASE("§3.10 transfer: the target is caught up, then told to campaign", "[r
     CHECK(c.raft(3).log().last_index() == 3);  // entry 2 was kept, plus its own no-op
 }
 
-TEST_CASE("§3.10 a transfer that cannot finish is abandoned after an election timeout", "[raft][transfer]") {
+TEST_CASE("§3.10 a transfer that cannot finish is abandoned after an election timeout",
+          "[raft][transfer]") {
     Cluster c(3);
     c.elect(1);
     c.isolate(3);

@@ -51,7 +51,8 @@ bool memory_holds(const raft::Raft& r, Index index, Term term) {
 }  // namespace
 
 void Checker::fail(const std::string& what) {
-    if (failure_.empty()) failure_ = cat("t=", now_us_ / 1000, ".", now_us_ % 1000 / 100, "ms: ", what);
+    if (failure_.empty())
+        failure_ = cat("t=", now_us_ / 1000, ".", now_us_ % 1000 / 100, "ms: ", what);
 }
 
 const NodeView& Checker::view(NodeId id) const {
@@ -81,12 +82,14 @@ void Checker::after_step(NodeId id) {
     const raft::Raft* r = view(id).raft;
     if (!r) return;
     NodeTrack& t = track(id);
-    if (r->term() < t.term) fail(cat("node ", id, " term went back from ", t.term, " to ", r->term()));
+    if (r->term() < t.term)
+        fail(cat("node ", id, " term went back from ", t.term, " to ", r->term()));
     Index commit = r->log().committed();
     if (commit > r->log().last_index()) {
         fail(cat("node ", id, " commit ", commit, " beyond last index ", r->log().last_index()));
     }
-    if (commit < t.commit) fail(cat("node ", id, " commit went back from ", t.commit, " to ", commit));
+    if (commit < t.commit)
+        fail(cat("node ", id, " commit went back from ", t.commit, " to ", commit));
 
     if (r->role() == Role::leader) {
         auto [it, inserted] = leaders_.emplace(r->term(), id);
@@ -130,8 +133,9 @@ void Checker::check_leader_completeness(NodeId id) {
         if (committed_[i] == 0 || committed_[i] > r.term()) continue;
         auto t = r.log().term(i);
         if (!t || t.value() != committed_[i]) {
-            fail(cat("leader completeness: node ", id, " leads term ", r.term(), " without committed entry ",
-                     i, " (term ", committed_[i], "; its log has ", t ? t.value() : 0, ")"));
+            fail(cat("leader completeness: node ", id, " leads term ", r.term(),
+                     " without committed entry ", i, " (term ", committed_[i], "; its log has ",
+                     t ? t.value() : 0, ")"));
             return;
         }
     }
@@ -152,7 +156,8 @@ void Checker::check_commit_safe(NodeId id, Index index) {
         }
         for (LastEntry c : candidates) {
             std::size_t voters = 0;
-            for (const auto& v : nodes_) voters += at_least_as_up_to_date(c, durable_last(*v.storage)) ? 1 : 0;
+            for (const auto& v : nodes_)
+                voters += at_least_as_up_to_date(c, durable_last(*v.storage)) ? 1 : 0;
             if (voters >= quorum) {
                 fail(cat("unsafe commit: leader ", id, " committed index ", index, " (term ", term,
                          ") but node ", x.id, " lacks it and could win an election with log (",
@@ -168,7 +173,8 @@ void Checker::on_persist(NodeId id, const raft::Ready& rd) {
     if (rd.hard_state) {
         const raft::HardState old = st.hard_state();
         const raft::HardState& hs = *rd.hard_state;
-        if (hs.term < old.term) fail(cat("node ", id, " persisted term ", hs.term, " < ", old.term));
+        if (hs.term < old.term)
+            fail(cat("node ", id, " persisted term ", hs.term, " < ", old.term));
         if (hs.term == old.term && old.vote != 0 && hs.vote != old.vote) {
             fail(cat("node ", id, " changed its persisted vote in term ", hs.term));
         }
@@ -189,9 +195,10 @@ void Checker::on_persist(NodeId id, const raft::Ready& rd) {
         }
         LogValue v{fnv1a(e.data), prev_term};
         auto [it, inserted] = log_entries_.emplace(LogKey{e.index, e.term}, v);
-        if (!inserted && (it->second.data_hash != v.data_hash || it->second.prev_term != v.prev_term)) {
-            fail(cat("log matching: node ", id, " stores a different entry at index ", e.index, " term ",
-                     e.term));
+        if (!inserted &&
+            (it->second.data_hash != v.data_hash || it->second.prev_term != v.prev_term)) {
+            fail(cat("log matching: node ", id, " stores a different entry at index ", e.index,
+                     " term ", e.term));
         }
     }
 }
@@ -209,7 +216,8 @@ void Checker::on_send(const raft::Message& m) {
     }
     auto [it, inserted] = votes_.emplace(std::make_pair(m.from, m.term), m.to);
     if (!inserted && it->second != m.to) {
-        fail(cat("node ", m.from, " voted for both ", it->second, " and ", m.to, " in term ", m.term));
+        fail(cat("node ", m.from, " voted for both ", it->second, " and ", m.to, " in term ",
+                 m.term));
     }
 }
 
@@ -220,7 +228,8 @@ void Checker::on_apply(NodeId id, const raft::Entry& e, std::uint64_t digest) {
         return;
     }
     if (contract_checks_ && committed_term(e.index) != e.term) {
-        fail(cat("node ", id, " applied entry ", e.index, " (term ", e.term, ") that is not committed"));
+        fail(cat("node ", id, " applied entry ", e.index, " (term ", e.term,
+                 ") that is not committed"));
     }
     if (e.time < t.applied_time) {
         fail(cat("log time went back at index ", e.index, ": ", e.time, " < ", t.applied_time));
@@ -241,7 +250,8 @@ void Checker::on_install(NodeId id, const raft::SnapshotMeta& meta, std::uint64_
     NodeTrack& t = track(id);
     if (meta.index < applied_.size() && applied_[meta.index].term != 0 &&
         applied_[meta.index].digest != digest) {
-        fail(cat("node ", id, " installed a snapshot at ", meta.index, " that differs from what was applied"));
+        fail(cat("node ", id, " installed a snapshot at ", meta.index,
+                 " that differs from what was applied"));
     }
     if (committed_term(meta.index) != 0 && committed_term(meta.index) != meta.term) {
         fail(cat("node ", id, " installed a snapshot of an uncommitted entry ", meta.index));

@@ -23,7 +23,7 @@ struct NodeView {
 };
 
 class Checker {
-public:
+  public:
     Checker(std::vector<NodeView> nodes, bool contract_checks)
         : nodes_(std::move(nodes)), contract_checks_(contract_checks) {}
 
@@ -48,10 +48,12 @@ public:
     void on_install(raft::NodeId id, const raft::SnapshotMeta& meta, std::uint64_t digest);
 
     raft::Index max_committed() const { return committed_.empty() ? 0 : committed_.size() - 1; }
-    raft::Term committed_term(raft::Index i) const { return i < committed_.size() ? committed_[i] : 0; }
+    raft::Term committed_term(raft::Index i) const {
+        return i < committed_.size() ? committed_[i] : 0;
+    }
     std::size_t leader_terms() const { return leaders_.size(); }
 
-private:
+  private:
     struct NodeTrack {
         raft::Term term = 0;
         raft::Role role = raft::Role::follower;
@@ -85,11 +87,11 @@ private:
 
     std::vector<NodeView> nodes_;
     std::map<raft::NodeId, NodeTrack> tracks_;
-    std::map<raft::Term, raft::NodeId> leaders_;           // at most one per term
+    std::map<raft::Term, raft::NodeId> leaders_;                         // at most one per term
     std::map<std::pair<raft::NodeId, raft::Term>, raft::NodeId> votes_;  // granted
     std::map<std::pair<raft::NodeId, raft::Term>, raft::NodeId> durable_votes_;  // persisted
-    std::vector<raft::Term> committed_{0};                 // index -> term (0: unknown)
-    std::vector<Applied> applied_{{0, 0}};                 // index -> first application
+    std::vector<raft::Term> committed_{0};                          // index -> term (0: unknown)
+    std::vector<Applied> applied_{{0, 0}};                          // index -> first application
     std::unordered_map<LogKey, LogValue, LogKeyHash> log_entries_;  // log matching
     std::string failure_;
     std::uint64_t now_us_ = 0;

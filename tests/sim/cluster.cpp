@@ -23,16 +23,21 @@ std::string replay_command(const SimOptions& o) {
     os << "raft-sim run --seed " << o.seed << " --nodes " << o.nodes;
     if (!o.faults) os << " --no-faults";
     if (o.fault_ms != SimOptions{}.fault_ms) os << " --fault-ms " << o.fault_ms;
-    if (o.planted_bug != raft::PlantedBug::none) os << " --plant " << raft::to_string(o.planted_bug);
+    if (o.planted_bug != raft::PlantedBug::none)
+        os << " --plant " << raft::to_string(o.planted_bug);
     if (!o.contract_checks) os << " --no-contract-checks";
     os << " --trace";
     return os.str();
 }
 
-SimResult run_simulation(const SimOptions& opts) { return Cluster(opts).run(); }
+SimResult run_simulation(const SimOptions& opts) {
+    return Cluster(opts).run();
+}
 
 Cluster::Cluster(const SimOptions& opts)
-    : opts_(opts), rng_(opts.seed * 0x2545F4914F6CDD1DULL + 1), client_rng_(opts.seed ^ 0xc1c1c1c1ULL) {
+    : opts_(opts),
+      rng_(opts.seed * 0x2545F4914F6CDD1DULL + 1),
+      client_rng_(opts.seed ^ 0xc1c1c1c1ULL) {
     // The shape of this run: every fault is on, at an intensity drawn from the seed.
     heartbeat_tick_ = static_cast<int>(rng_.uniform(1, 3));
     lease_read_ = rng_.chance(0.5);
@@ -58,7 +63,8 @@ Cluster::Cluster(const SimOptions& opts)
     }
     int n = opts.nodes;
     nodes_ = std::vector<Node>(static_cast<std::size_t>(n));
-    blocked_.assign(static_cast<std::size_t>(n), std::vector<bool>(static_cast<std::size_t>(n), false));
+    blocked_.assign(static_cast<std::size_t>(n),
+                    std::vector<bool>(static_cast<std::size_t>(n), false));
     std::vector<NodeView> views;
     for (int k = 0; k < n; ++k) {
         Node& node = nodes_[k];
@@ -75,7 +81,8 @@ Cluster::Cluster(const SimOptions& opts)
 raft::Config Cluster::node_config(int k) const {
     raft::Config c;
     c.id = nodes_[k].id;
-    for (const Node& n : nodes_) c.voters.push_back(n.id);
+    for (const Node& n : nodes_)
+        c.voters.push_back(n.id);
     c.election_tick = 10;
     c.heartbeat_tick = heartbeat_tick_;
     c.lease_read = lease_read_;
@@ -123,7 +130,8 @@ void Cluster::start_node(int k) {
     checker_->on_start(n.id);
     trace("n%llu start term=%llu commit=%llu snap=%llu last=%llu", (unsigned long long)n.id,
           (unsigned long long)n.raft->term(), (unsigned long long)n.raft->log().committed(),
-          (unsigned long long)n.storage.snapshot().meta.index, (unsigned long long)n.storage.last_index());
+          (unsigned long long)n.storage.snapshot().meta.index,
+          (unsigned long long)n.storage.last_index());
     schedule(now_ + client_rng_.uniform(1, tick_interval(n)), EventKind::tick, k, n.incarnation);
 }
 
@@ -180,7 +188,8 @@ void Cluster::complete_ready(int k, Ready rd) {
         net_send(m);
     }
     apply_entries(k, rd.committed_entries);
-    for (const raft::ReadState& rs : rd.read_states) on_read_state(k, rs);
+    for (const raft::ReadState& rs : rd.read_states)
+        on_read_state(k, rs);
     if (rd.snapshot_wanted && n.sm.applied > n.storage.snapshot().meta.index) {
         n.storage.create_snapshot(n.sm.applied, n.sm.serialize());
         if (n.sm.applied > keep_entries_) n.storage.compact(n.sm.applied - keep_entries_);
@@ -257,7 +266,9 @@ void Cluster::dispatch(const Event& ev) {
             schedule(now_ + tick_interval(n), EventKind::tick, k, ev.arg);
             return;
         }
-        case EventKind::deliver: deliver(k, ev.arg); return;
+        case EventKind::deliver:
+            deliver(k, ev.arg);
+            return;
         case EventKind::persist_done: {
             Node& n = nodes_[k];
             if (!n.up || ev.arg != n.incarnation || !n.persisting) return;
@@ -273,16 +284,25 @@ void Cluster::dispatch(const Event& ev) {
                 pump(k);
             }
             return;
-        case EventKind::chaos: chaos(); return;
-        case EventKind::client: client_action(); return;
-        case EventKind::heal: heal(); return;
+        case EventKind::chaos:
+            chaos();
+            return;
+        case EventKind::client:
+            client_action();
+            return;
+        case EventKind::heal:
+            heal();
+            return;
         case EventKind::unpartition:
             if (ev.arg == partition_gen_) {
-                for (auto& row : blocked_) row.assign(row.size(), false);
+                for (auto& row : blocked_)
+                    row.assign(row.size(), false);
                 trace("partition healed");
             }
             return;
-        case EventKind::check_live: check_live(); return;
+        case EventKind::check_live:
+            check_live();
+            return;
     }
 }
 
@@ -306,7 +326,8 @@ SimResult Cluster::run() {
     stats_.sim_ms = now_ / 1000;
     stats_.elections = checker_->leader_terms();
     std::uint64_t acked = 0;
-    for (const Command& c : commands_) acked += c.acked ? 1 : 0;
+    for (const Command& c : commands_)
+        acked += c.acked ? 1 : 0;
     stats_.proposed = commands_.size();
     stats_.acked = acked;
     r.stats = stats_;

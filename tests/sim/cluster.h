@@ -31,20 +31,31 @@
 namespace dueq::sim {
 
 class Cluster {
-public:
+  public:
     explicit Cluster(const SimOptions& opts);
     SimResult run();
 
-private:
-    enum class EventKind : std::uint8_t { tick, deliver, persist_done, restart, chaos, client, heal,
-                                          unpartition, check_live };
+  private:
+    enum class EventKind : std::uint8_t {
+        tick,
+        deliver,
+        persist_done,
+        restart,
+        chaos,
+        client,
+        heal,
+        unpartition,
+        check_live
+    };
     struct Event {
         std::uint64_t time;
         std::uint64_t seq;
         EventKind kind;
         int node;
         std::uint64_t arg;  // incarnation, message slot or partition generation
-        bool operator>(const Event& o) const { return time != o.time ? time > o.time : seq > o.seq; }
+        bool operator>(const Event& o) const {
+            return time != o.time ? time > o.time : seq > o.seq;
+        }
     };
     struct Node {
         raft::NodeId id = 0;
@@ -56,7 +67,7 @@ private:
         bool persisting = false;
         std::uint64_t busy_until = 0;
         raft::Ready pending;
-        double rate = 1.0;          // clock speed relative to simulated time
+        double rate = 1.0;           // clock speed relative to simulated time
         std::int64_t offset_ms = 0;  // clock offset
         bool slow_disk = false;
     };
@@ -95,8 +106,8 @@ private:
     int leader_guess();
 
     SimOptions opts_;
-    raft::Random rng_;        // faults and network
-    raft::Random client_rng_; // workload
+    raft::Random rng_;         // faults and network
+    raft::Random client_rng_;  // workload
     std::vector<Node> nodes_;
     std::unique_ptr<Checker> checker_;
     std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
@@ -123,8 +134,8 @@ private:
     std::uint64_t healed_at_ = 0;
 
     // workload
-    std::vector<Command> commands_;          // command id k+1 at [k]
-    std::deque<std::uint64_t> unacked_;      // ids not yet acknowledged (may hold acked ones)
+    std::vector<Command> commands_;      // command id k+1 at [k]
+    std::deque<std::uint64_t> unacked_;  // ids not yet acknowledged (may hold acked ones)
     std::map<std::pair<raft::NodeId, raft::Index>, std::pair<raft::Term, std::uint64_t>> attempts_;
     std::map<std::uint64_t, PendingRead> reads_;
     std::uint64_t next_read_ = 1;

@@ -42,8 +42,9 @@ void expect_caught(const Case& c) {
                 << (c.contract_checks ? "on" : "off"));
     CHECK(seed != 0);
     if (seed != 0) {
-        WARN("planted " << dueq::raft::to_string(c.bug) << " (" << c.nodes << " nodes, contract checks "
-                        << (c.contract_checks ? "on" : "off") << ") caught at seed " << seed << ": " << what);
+        WARN("planted " << dueq::raft::to_string(c.bug) << " (" << c.nodes
+                        << " nodes, contract checks " << (c.contract_checks ? "on" : "off")
+                        << ") caught at seed " << seed << ": " << what);
     }
 }
 }  // namespace

@@ -13,11 +13,11 @@ namespace dueq::sim {
 struct SimOptions {
     std::uint64_t seed = 1;
     int nodes = 3;
-    bool faults = true;            // drops, duplicates, delays, partitions, crashes, slow disks
-    std::uint64_t fault_ms = 3000; // simulated time with faults on (then everything heals)
+    bool faults = true;             // drops, duplicates, delays, partitions, crashes, slow disks
+    std::uint64_t fault_ms = 3000;  // simulated time with faults on (then everything heals)
     std::uint64_t heal_limit_ms = 20000;  // liveness bound after healing
     raft::PlantedBug planted_bug = raft::PlantedBug::none;
-    bool trace = false;            // print every event to stderr
+    bool trace = false;  // print every event to stderr
     // Checks of the core's contract itself (a granted vote is durable; only committed
     // entries are applied). Off, only the consequences are checked (two leaders,
     // diverging state machines, lost acknowledged commands...), to show that a broken
@@ -28,14 +28,14 @@ struct SimOptions {
 struct SimStats {
     std::uint64_t events = 0;
     std::uint64_t messages = 0;
-    std::uint64_t proposed = 0;     // commands submitted by the workload
-    std::uint64_t acked = 0;        // commands acknowledged to the workload
-    std::uint64_t reads = 0;        // linearizable reads checked
-    std::uint64_t elections = 0;    // distinct leader terms
+    std::uint64_t proposed = 0;   // commands submitted by the workload
+    std::uint64_t acked = 0;      // commands acknowledged to the workload
+    std::uint64_t reads = 0;      // linearizable reads checked
+    std::uint64_t elections = 0;  // distinct leader terms
     std::uint64_t crashes = 0;
     std::uint64_t partitions = 0;
     std::uint64_t snapshots_sent = 0;
-    std::uint64_t sim_ms = 0;       // simulated time at the end
+    std::uint64_t sim_ms = 0;           // simulated time at the end
     std::uint64_t heal_to_live_ms = 0;  // time from healing to a quiet, complete cluster
 };
 

@@ -15,8 +15,8 @@ void run_seeds(int nodes, std::uint64_t first, std::uint64_t count) {
         o.nodes = nodes;
         auto r = dueq::sim::run_simulation(o);
         if (!r.ok) {
-            FAIL_CHECK("seed " << seed << ": " << r.violation << "\n  replay: "
-                               << dueq::sim::replay_command(o));
+            FAIL_CHECK("seed " << seed << ": " << r.violation
+                               << "\n  replay: " << dueq::sim::replay_command(o));
             return;
         }
         acked += r.stats.acked;
@@ -34,9 +34,13 @@ void run_seeds(int nodes, std::uint64_t first, std::uint64_t count) {
 }
 }  // namespace
 
-TEST_CASE("sim: 3-node clusters survive 1000 seeds of faults", "[sim]") { run_seeds(3, 1, 1000); }
+TEST_CASE("sim: 3-node clusters survive 1000 seeds of faults", "[sim]") {
+    run_seeds(3, 1, 1000);
+}
 
-TEST_CASE("sim: 5-node clusters survive 1000 seeds of faults", "[sim]") { run_seeds(5, 100001, 1000); }
+TEST_CASE("sim: 5-node clusters survive 1000 seeds of faults", "[sim]") {
+    run_seeds(5, 100001, 1000);
+}
 
 TEST_CASE("sim: a seed replays bit-for-bit", "[sim]") {
     SimOptions o;

@@ -30,7 +30,8 @@ inline std::uint64_t mix(std::uint64_t h, std::uint64_t v) {
 inline std::string encode_command(std::uint64_t id, std::size_t padding) {
     std::string s(8 + padding, '\0');
     std::memcpy(s.data(), &id, 8);
-    for (std::size_t k = 0; k < padding; ++k) s[8 + k] = static_cast<char>('a' + (id + k) % 26);
+    for (std::size_t k = 0; k < padding; ++k)
+        s[8 + k] = static_cast<char>('a' + (id + k) % 26);
     return s;
 }
 
@@ -61,7 +62,8 @@ struct SimStateMachine {
         put(last_time);
         put(digest);
         put(ids.size());
-        for (auto id : ids) put(id);
+        for (auto id : ids)
+            put(id);
         return out;
     }
 
@@ -77,7 +79,8 @@ struct SimStateMachine {
         sm.last_time = get(1);
         sm.digest = get(2);
         std::uint64_t n = get(3);
-        for (std::uint64_t k = 0; k < n && 8 * (4 + k) + 8 <= data.size(); ++k) sm.ids.insert(get(4 + k));
+        for (std::uint64_t k = 0; k < n && 8 * (4 + k) + 8 <= data.size(); ++k)
+            sm.ids.insert(get(4 + k));
         return sm;
     }
 };

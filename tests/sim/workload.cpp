@@ -11,8 +11,8 @@ using raft::NodeId;
 
 namespace {
 constexpr std::uint64_t kChaosUs = 50'000;
-constexpr std::uint64_t kRetryUs = 300'000;   // a client retries an unanswered command
-constexpr std::size_t kMaxUnacked = 200;      // clients stop adding work while this far behind
+constexpr std::uint64_t kRetryUs = 300'000;  // a client retries an unanswered command
+constexpr std::size_t kMaxUnacked = 200;     // clients stop adding work while this far behind
 }  // namespace
 
 void Cluster::chaos() {
@@ -22,20 +22,26 @@ void Cluster::chaos() {
         int k = static_cast<int>(rng_.uniform(0, static_cast<std::uint64_t>(n - 1)));
         if (nodes_[k].up) {
             crash_node(k);
-            schedule(now_ + rng_.uniform(20'000, 1'500'000), EventKind::restart, k, nodes_[k].incarnation);
+            schedule(now_ + rng_.uniform(20'000, 1'500'000), EventKind::restart, k,
+                     nodes_[k].incarnation);
         }
     }
     if (rng_.chance(partition_rate_)) {
         ++partition_gen_;
         ++stats_.partitions;
-        for (auto& row : blocked_) row.assign(row.size(), false);
-        auto pick = [&] { return static_cast<int>(rng_.uniform(0, static_cast<std::uint64_t>(n - 1))); };
+        for (auto& row : blocked_)
+            row.assign(row.size(), false);
+        auto pick = [&] {
+            return static_cast<int>(rng_.uniform(0, static_cast<std::uint64_t>(n - 1)));
+        };
         switch (rng_.uniform(0, 3)) {
             case 0: {  // symmetric split into two sides
                 std::vector<bool> side(static_cast<std::size_t>(n));
-                for (int k = 0; k < n; ++k) side[k] = rng_.chance(0.5);
+                for (int k = 0; k < n; ++k)
+                    side[k] = rng_.chance(0.5);
                 for (int a = 0; a < n; ++a)
-                    for (int b = 0; b < n; ++b) blocked_[a][b] = side[a] != side[b];
+                    for (int b = 0; b < n; ++b)
+                        blocked_[a][b] = side[a] != side[b];
                 trace("partition: symmetric split");
                 break;
             }
@@ -44,25 +50,31 @@ void Cluster::chaos() {
                 bool outbound = rng_.chance(0.5);
                 for (int b = 0; b < n; ++b) {
                     if (b == a) continue;
-                    if (outbound) blocked_[a][b] = true; else blocked_[b][a] = true;
+                    if (outbound)
+                        blocked_[a][b] = true;
+                    else
+                        blocked_[b][a] = true;
                 }
                 trace("partition: n%d one-way %s", a + 1, outbound ? "mute" : "deaf");
                 break;
             }
             case 2: {  // isolate one node
                 int a = pick();
-                for (int b = 0; b < n; ++b) blocked_[a][b] = blocked_[b][a] = a != b;
+                for (int b = 0; b < n; ++b)
+                    blocked_[a][b] = blocked_[b][a] = a != b;
                 trace("partition: n%d isolated", a + 1);
                 break;
             }
             default: {  // random one-way links
                 for (int a = 0; a < n; ++a)
-                    for (int b = 0; b < n; ++b) blocked_[a][b] = a != b && rng_.chance(0.3);
+                    for (int b = 0; b < n; ++b)
+                        blocked_[a][b] = a != b && rng_.chance(0.3);
                 trace("partition: random one-way links");
                 break;
             }
         }
-        schedule(now_ + rng_.uniform(100'000, 2'000'000), EventKind::unpartition, 0, partition_gen_);
+        schedule(now_ + rng_.uniform(100'000, 2'000'000), EventKind::unpartition, 0,
+                 partition_gen_);
     }
     for (Node& node : nodes_) {
         if (rng_.chance(slow_disk_rate_)) node.slow_disk = !node.slow_disk;
@@ -89,7 +101,8 @@ void Cluster::heal() {
     healed_ = true;
     healed_at_ = now_;
     trace("HEAL: no more faults");
-    for (auto& row : blocked_) row.assign(row.size(), false);
+    for (auto& row : blocked_)
+        row.assign(row.size(), false);
     for (int k = 0; k < opts_.nodes; ++k) {
         nodes_[k].slow_disk = false;
         if (!nodes_[k].up) {
@@ -138,9 +151,11 @@ void Cluster::client_action() {
     if (k >= 0 && !batch.empty()) {
         Node& node = nodes_[k];
         std::vector<std::string> payloads;
-        for (std::uint64_t id : batch) payloads.push_back(encode_command(id, client_rng_.uniform(0, 48)));
+        for (std::uint64_t id : batch)
+            payloads.push_back(encode_command(id, client_rng_.uniform(0, 48)));
         auto r = node.raft->propose(payloads, clock_ms(node));
-        for (std::uint64_t id : batch) commands_[id - 1].last_attempt = now_;
+        for (std::uint64_t id : batch)
+            commands_[id - 1].last_attempt = now_;
         if (r) {
             for (std::size_t j = 0; j < batch.size(); ++j) {
                 attempts_[{node.id, r.value() + j}] = {node.raft->term(), batch[j]};
@@ -148,16 +163,19 @@ void Cluster::client_action() {
         }
         pump(k);
     } else {
-        for (std::uint64_t id : batch) commands_[id - 1].last_attempt = now_;
+        for (std::uint64_t id : batch)
+            commands_[id - 1].last_attempt = now_;
     }
     if (!healed_ && k >= 0 && client_rng_.chance(0.2)) {
         Node& node = nodes_[k];
         std::uint64_t ctx = next_read_++;
         if (node.raft->read_index(ctx)) {
             reads_[ctx] = {node.id, acked_max_index_};
-            trace("n%llu read_index ctx=%llu min=%llu commit=%llu lease=%d", (unsigned long long)node.id,
-                  (unsigned long long)ctx, (unsigned long long)acked_max_index_,
-                  (unsigned long long)node.raft->log().committed(), node.raft->lease_valid() ? 1 : 0);
+            trace("n%llu read_index ctx=%llu min=%llu commit=%llu lease=%d",
+                  (unsigned long long)node.id, (unsigned long long)ctx,
+                  (unsigned long long)acked_max_index_,
+                  (unsigned long long)node.raft->log().committed(),
+                  node.raft->lease_valid() ? 1 : 0);
             pump(k);
         }
     }
@@ -169,11 +187,12 @@ void Cluster::on_applied_command(int k, const raft::Entry& e) {
     if (e.type != raft::EntryType::normal || !decode_command(e.data, id)) return;
     auto it = attempts_.find({nodes_[k].id, e.index});
     if (it == attempts_.end()) return;
-    if (it->second.first == e.term && it->second.second == id && id >= 1 && id <= commands_.size()) {
+    if (it->second.first == e.term && it->second.second == id && id >= 1 &&
+        id <= commands_.size()) {
         // The node that accepted the proposal applied it: the client gets its "ok".
         commands_[id - 1].acked = true;
-        trace("n%llu ack cmd %llu at %llu", (unsigned long long)nodes_[k].id, (unsigned long long)id,
-              (unsigned long long)e.index);
+        trace("n%llu ack cmd %llu at %llu", (unsigned long long)nodes_[k].id,
+              (unsigned long long)id, (unsigned long long)e.index);
         acked_max_index_ = std::max(acked_max_index_, e.index);
     }
     attempts_.erase(it);
@@ -186,8 +205,8 @@ void Cluster::on_read_state(int k, const raft::ReadState& rs) {
         checker_->fail("read state delivered to the wrong node");
     } else if (rs.index < it->second.min_index) {
         std::ostringstream os;
-        os << "stale read on node " << nodes_[k].id << ": read index " << rs.index
-           << " but index " << it->second.min_index << " was acknowledged before the read began";
+        os << "stale read on node " << nodes_[k].id << ": read index " << rs.index << " but index "
+           << it->second.min_index << " was acknowledged before the read began";
         checker_->fail(os.str());
     }
     ++stats_.reads;
@@ -218,8 +237,8 @@ bool Cluster::cluster_live(std::string* why) const {
     const raft::Raft& l = *nodes_[leader].raft;
     for (const Node& n : nodes_) {
         if (n.raft->leader() != l.id() || n.raft->term() != l.term()) {
-            os << "node " << n.id << " does not follow leader " << l.id() << " (term " << n.raft->term()
-               << " vs " << l.term() << ")";
+            os << "node " << n.id << " does not follow leader " << l.id() << " (term "
+               << n.raft->term() << " vs " << l.term() << ")";
             *why = os.str();
             return false;
         }

@@ -35,7 +35,8 @@ int run_bench(std::uint64_t batch, std::uint64_t entries) {
             if (rd.snapshot) s.apply_snapshot(*rd.snapshot);
             s.append(rd.entries);
             if (rd.hard_state) s.set_hard_state(*rd.hard_state);
-            for (Message& m : rd.messages) net.push_back(std::move(m));
+            for (Message& m : rd.messages)
+                net.push_back(std::move(m));
             if (k == 0) applied += rd.committed_entries.size();
             if (rd.snapshot_wanted) {
                 s.create_snapshot(*rd.snapshot_wanted, "state");
@@ -56,13 +57,15 @@ int run_bench(std::uint64_t batch, std::uint64_t entries) {
     for (int t = 0; t < 100 && nodes[0]->role() != Role::leader; ++t) {
         nodes[0]->tick(0);
         process(0);
-        for (int i = 0; i < 10; ++i) deliver_all();
+        for (int i = 0; i < 10; ++i)
+            deliver_all();
     }
     if (nodes[0]->role() != Role::leader) {
         std::fprintf(stderr, "bench: no leader\n");
         return 1;
     }
-    for (int i = 0; i < 10; ++i) deliver_all();
+    for (int i = 0; i < 10; ++i)
+        deliver_all();
 
     std::vector<std::string> payloads(batch, std::string(64, 'x'));
     Raft& leader = *nodes[0];
@@ -89,9 +92,10 @@ int run_bench(std::uint64_t batch, std::uint64_t entries) {
     }
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     double committed = static_cast<double>(leader.log().committed() - start);
-    std::printf("bench: 3 nodes, batch %llu x 64 B: %.0f entries committed in %.2f s = %.0f entries/s "
-                "(%.0f proposals/s); leader applied %llu\n",
-                (unsigned long long)batch, committed, s, committed / s,
-                static_cast<double>(proposals) / s, (unsigned long long)applied);
+    std::printf(
+        "bench: 3 nodes, batch %llu x 64 B: %.0f entries committed in %.2f s = %.0f entries/s "
+        "(%.0f proposals/s); leader applied %llu\n",
+        (unsigned long long)batch, committed, s, committed / s, static_cast<double>(proposals) / s,
+        (unsigned long long)applied);
     return leader.role() == Role::leader ? 0 : 1;
 }

@@ -18,25 +18,30 @@ namespace {
 
 bool parse_bug(const std::string& name, dueq::raft::PlantedBug& bug) {
     if (!dueq::raft::parse_planted_bug(name, bug)) {
-        std::fprintf(stderr, "unknown bug '%s' (vote_for_stale_log, commit_prior_term, "
-                             "vote_before_persist, apply_uncommitted)\n", name.c_str());
+        std::fprintf(stderr,
+                     "unknown bug '%s' (vote_for_stale_log, commit_prior_term, "
+                     "vote_before_persist, apply_uncommitted)\n",
+                     name.c_str());
         return false;
     }
     if (bug != dueq::raft::PlantedBug::none && !dueq::raft::planted_bugs_compiled()) {
-        std::fprintf(stderr, "planted bugs are not compiled in (configure with -DDUEQ_PLANTED_BUGS=ON)\n");
+        std::fprintf(stderr,
+                     "planted bugs are not compiled in (configure with -DDUEQ_PLANTED_BUGS=ON)\n");
         return false;
     }
     return true;
 }
 
 void print_stats(const dueq::sim::SimStats& s) {
-    std::printf("  sim time %llu ms, events %llu, messages %llu, commands %llu (acked %llu), reads %llu,\n"
-                "  leader terms %llu, crashes %llu, partitions %llu, snapshots sent %llu, live %llu ms after heal\n",
-                (unsigned long long)s.sim_ms, (unsigned long long)s.events, (unsigned long long)s.messages,
-                (unsigned long long)s.proposed, (unsigned long long)s.acked, (unsigned long long)s.reads,
-                (unsigned long long)s.elections, (unsigned long long)s.crashes,
-                (unsigned long long)s.partitions, (unsigned long long)s.snapshots_sent,
-                (unsigned long long)s.heal_to_live_ms);
+    std::printf(
+        "  sim time %llu ms, events %llu, messages %llu, commands %llu (acked %llu), reads %llu,\n"
+        "  leader terms %llu, crashes %llu, partitions %llu, snapshots sent %llu, live %llu ms "
+        "after heal\n",
+        (unsigned long long)s.sim_ms, (unsigned long long)s.events, (unsigned long long)s.messages,
+        (unsigned long long)s.proposed, (unsigned long long)s.acked, (unsigned long long)s.reads,
+        (unsigned long long)s.elections, (unsigned long long)s.crashes,
+        (unsigned long long)s.partitions, (unsigned long long)s.snapshots_sent,
+        (unsigned long long)s.heal_to_live_ms);
 }
 
 int run_one(SimOptions o) {
@@ -46,13 +51,15 @@ int run_one(SimOptions o) {
                     ? ""
                     : (", planted " + std::string(dueq::raft::to_string(o.planted_bug))).c_str(),
                 r.ok ? "ok" : "VIOLATION");
-    if (!r.ok) std::printf("  %s\n  replay: %s\n", r.violation.c_str(), dueq::sim::replay_command(o).c_str());
+    if (!r.ok)
+        std::printf("  %s\n  replay: %s\n", r.violation.c_str(),
+                    dueq::sim::replay_command(o).c_str());
     print_stats(r.stats);
     return r.ok ? 0 : 1;
 }
 
-int run_sweep(SimOptions base, std::uint64_t start, std::uint64_t seeds, const std::vector<int>& sizes,
-              bool stop_on_failure, double progress_s) {
+int run_sweep(SimOptions base, std::uint64_t start, std::uint64_t seeds,
+              const std::vector<int>& sizes, bool stop_on_failure, double progress_s) {
     using clock = std::chrono::steady_clock;
     auto t0 = clock::now(), last = t0;
     std::uint64_t failures = 0, done = 0, first_fail = 0;
@@ -73,8 +80,8 @@ int run_sweep(SimOptions base, std::uint64_t start, std::uint64_t seeds, const s
         if (!r.ok) {
             ++failures;
             if (first_fail == 0) first_fail = seed;
-            std::printf("FAIL seed %llu (%d nodes): %s\n  replay: %s\n", (unsigned long long)seed, o.nodes,
-                        r.violation.c_str(), dueq::sim::replay_command(o).c_str());
+            std::printf("FAIL seed %llu (%d nodes): %s\n  replay: %s\n", (unsigned long long)seed,
+                        o.nodes, r.violation.c_str(), dueq::sim::replay_command(o).c_str());
             std::fflush(stdout);
             if (stop_on_failure) break;
         }
@@ -82,31 +89,34 @@ int run_sweep(SimOptions base, std::uint64_t start, std::uint64_t seeds, const s
         if (std::chrono::duration<double>(now - last).count() >= progress_s) {
             last = now;
             double el = std::chrono::duration<double>(now - t0).count();
-            std::fprintf(stderr, "[raft-sim] %llu/%llu seeds, %llu failures, %.0f s elapsed, %.1f seeds/s\n",
-                         (unsigned long long)done, (unsigned long long)seeds, (unsigned long long)failures, el,
-                         static_cast<double>(done) / el);
+            std::fprintf(
+                stderr, "[raft-sim] %llu/%llu seeds, %llu failures, %.0f s elapsed, %.1f seeds/s\n",
+                (unsigned long long)done, (unsigned long long)seeds, (unsigned long long)failures,
+                el, static_cast<double>(done) / el);
         }
     }
     double el = std::chrono::duration<double>(clock::now() - t0).count();
     std::printf("summary: %llu seeds (%llu..%llu), %llu failures%s, wall %.1f s (%.2f ms/seed)\n",
-                (unsigned long long)done, (unsigned long long)start, (unsigned long long)(start + done - 1),
-                (unsigned long long)failures,
+                (unsigned long long)done, (unsigned long long)start,
+                (unsigned long long)(start + done - 1), (unsigned long long)failures,
                 first_fail ? (", first at seed " + std::to_string(first_fail)).c_str() : "", el,
                 1000.0 * el / static_cast<double>(done ? done : 1));
-    std::printf("  totals: events %llu, acked commands %llu, reads %llu, leader terms %llu, crashes %llu, "
-                "partitions %llu, snapshots sent %llu\n",
-                (unsigned long long)total.events, (unsigned long long)total.acked,
-                (unsigned long long)total.reads, (unsigned long long)total.elections,
-                (unsigned long long)total.crashes, (unsigned long long)total.partitions,
-                (unsigned long long)total.snapshots_sent);
+    std::printf(
+        "  totals: events %llu, acked commands %llu, reads %llu, leader terms %llu, crashes %llu, "
+        "partitions %llu, snapshots sent %llu\n",
+        (unsigned long long)total.events, (unsigned long long)total.acked,
+        (unsigned long long)total.reads, (unsigned long long)total.elections,
+        (unsigned long long)total.crashes, (unsigned long long)total.partitions,
+        (unsigned long long)total.snapshots_sent);
     return failures == 0 ? 0 : 1;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-    CLI::App app{"raft-sim: deterministic simulator of dueq's Raft core.\n"
-                 "Every run is determined by its seed; a failure prints the command that replays it."};
+    CLI::App app{
+        "raft-sim: deterministic simulator of dueq's Raft core.\n"
+        "Every run is determined by its seed; a failure prints the command that replays it."};
     app.require_subcommand(1);
 
     SimOptions o;
@@ -121,7 +131,8 @@ int main(int argc, char** argv) {
     run->add_option("--fault-ms", o.fault_ms, "simulated ms of faults before healing");
     run->add_flag("--trace", o.trace, "print every event to stderr");
     bool no_contract = false;
-    run->add_flag("--no-contract-checks", no_contract, "check only consequences, not the core's contract");
+    run->add_flag("--no-contract-checks", no_contract,
+                  "check only consequences, not the core's contract");
 
     std::uint64_t start = 1, seeds = 1000;
     std::vector<int> sizes{3, 5};
@@ -135,7 +146,8 @@ int main(int argc, char** argv) {
     sweep->add_flag("--no-faults", no_faults, "no faults at all");
     sweep->add_option("--fault-ms", o.fault_ms, "simulated ms of faults before healing");
     sweep->add_flag("--stop-on-failure", stop, "stop at the first failing seed");
-    sweep->add_flag("--no-contract-checks", no_contract, "check only consequences, not the core's contract");
+    sweep->add_flag("--no-contract-checks", no_contract,
+                    "check only consequences, not the core's contract");
     sweep->add_option("--progress", progress_s, "seconds between progress lines (stderr)");
 
     std::uint64_t batch = 1, entries = 200000;
