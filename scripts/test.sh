@@ -1,10 +1,19 @@
 #!/usr/bin/env bash
-# The test command: installs what is missing, builds, and runs every test.
-#   scripts/test.sh            everything (unit, simulation, protocol, crash)
-#   scripts/test.sh -L unit    only tests labelled unit (ctest arguments pass through)
+# The test command: installs what is missing, builds, and runs every test; then builds
+# again with AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/) and runs the
+# unit and integration tests there (the long simulation runs once, in the plain build).
+#   scripts/test.sh              everything
+#   scripts/test.sh -L unit      only tests labelled unit (ctest arguments pass through)
+#   DUEQ_SANITIZE_TESTS=0 scripts/test.sh   skip the sanitizer pass
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 bash scripts/build.sh
-cd "${BUILD_DIR:-build}"
-ctest --output-on-failure --timeout 900 "$@"
+(cd "${BUILD_DIR:-build}" && ctest --output-on-failure --timeout 900 "$@")
+if [ "${DUEQ_SANITIZE_TESTS:-1}" = 1 ]; then
+  echo "== sanitizer pass (ASan + UBSan) =="
+  BUILD_DIR=build-asan BUILD_TYPE=Debug bash scripts/build.sh -DDUEQ_SANITIZE=ON
+  (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+     ctest --output-on-failure --timeout 900 -LE sim "$@")
+fi

@@ -1,11 +1,11 @@
 #include "storage/database.h"
 
-#include <boost/crc.hpp>
 #include <rocksdb/db.h>
 #include <rocksdb/options.h>
 #include <rocksdb/write_batch.h>
 
 #include "queue/store.h"
+#include "storage/crc32c.h"
 
 namespace dueq::storage {
 namespace {
@@ -33,9 +33,7 @@ rocksdb::Slice slice(std::string_view s) { return rocksdb::Slice(s.data(), s.siz
 }  // namespace
 
 std::string seal(std::string_view body) {
-    boost::crc_32_type crc;
-    crc.process_bytes(body.data(), body.size());
-    const std::uint32_t c = crc.checksum();
+    const std::uint32_t c = crc32c(body.data(), body.size());
     std::string out{char(c >> 24), char(c >> 16), char(c >> 8), char(c)};
     out.append(body);
     return out;
@@ -45,9 +43,7 @@ std::optional<std::string_view> unseal(std::string_view record) {
     if (record.size() < 4) return std::nullopt;
     const auto* p = reinterpret_cast<const unsigned char*>(record.data());
     const std::uint32_t want = (std::uint32_t(p[0]) << 24) | (p[1] << 16) | (p[2] << 8) | p[3];
-    boost::crc_32_type crc;
-    crc.process_bytes(record.data() + 4, record.size() - 4);
-    if (crc.checksum() != want) return std::nullopt;
+    if (crc32c(record.data() + 4, record.size() - 4) != want) return std::nullopt;
     return record.substr(4);
 }
 

@@ -2,7 +2,7 @@
 //
 // Column families (DESIGN §3): `log` (index -> log time + command), `meta` (applied
 // index, store-wide state), `tasks` ((queue, key) -> encoded task), `overlay` (reserved
-// for autonomous mode). Every value starts with a CRC-32 of the rest; a record whose
+// for autonomous mode). Every value starts with a CRC-32C of the rest; a record whose
 // checksum does not match is reported as corruption and never served.
 //
 // Thread-safety: RocksDB itself is thread-safe, but this class expects one writer (the
@@ -84,7 +84,7 @@ private:
     std::uint64_t last_log_index_ = 0, first_log_index_ = 1;
 };
 
-// Record encoding, exposed for tests: CRC-32 (4 bytes, big-endian) + body.
+// Record encoding, exposed for tests: CRC-32C of the body (4 bytes, big-endian) + body.
 std::string seal(std::string_view body);
 std::optional<std::string_view> unseal(std::string_view record);  // nullopt: checksum mismatch
 std::string task_key(std::string_view queue, std::string_view key);
