@@ -3,6 +3,7 @@
 //   raft-sim sweep --seeds 100000 [--nodes 3,5] [--plant BUG]      many seeds, with a summary
 //   raft-sim bench [--batch 1] [--entries 200000]                  core throughput
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -77,6 +78,7 @@ int run_sweep(SimOptions base, std::uint64_t start, std::uint64_t seeds,
         total.partitions += r.stats.partitions;
         total.snapshots_sent += r.stats.snapshots_sent;
         total.reads += r.stats.reads;
+        total.heal_to_live_ms = std::max(total.heal_to_live_ms, r.stats.heal_to_live_ms);
         if (!r.ok) {
             ++failures;
             if (first_fail == 0) first_fail = seed;
@@ -103,11 +105,11 @@ int run_sweep(SimOptions base, std::uint64_t start, std::uint64_t seeds,
                 1000.0 * el / static_cast<double>(done ? done : 1));
     std::printf(
         "  totals: events %llu, acked commands %llu, reads %llu, leader terms %llu, crashes %llu, "
-        "partitions %llu, snapshots sent %llu\n",
+        "partitions %llu, snapshots sent %llu, slowest recovery after healing %llu ms\n",
         (unsigned long long)total.events, (unsigned long long)total.acked,
         (unsigned long long)total.reads, (unsigned long long)total.elections,
         (unsigned long long)total.crashes, (unsigned long long)total.partitions,
-        (unsigned long long)total.snapshots_sent);
+        (unsigned long long)total.snapshots_sent, (unsigned long long)total.heal_to_live_ms);
     return failures == 0 ? 0 : 1;
 }
 
