@@ -15,11 +15,13 @@
 namespace dueq::net {
 
 class FrameBuilder {
-public:
+  public:
     FrameBuilder() : pk_(buf_) { buf_.write("\0\0\0\0", 4); }
 
     msgpack::packer<msgpack::sbuffer>& pk() { return pk_; }
-    void key(std::string_view k) { pk_.pack_str(std::uint32_t(k.size())), pk_.pack_str_body(k.data(), std::uint32_t(k.size())); }
+    void key(std::string_view k) {
+        pk_.pack_str(std::uint32_t(k.size())), pk_.pack_str_body(k.data(), std::uint32_t(k.size()));
+    }
     void str(std::string_view s) { key(s); }
     void raw(std::string_view encoded) { buf_.write(encoded.data(), encoded.size()); }
     // Starts {"id": id, "ok": true, ...}: `extra` more fields must follow.
@@ -27,7 +29,7 @@ public:
     // Patches the length prefix and hands the bytes over.
     std::string finish();
 
-private:
+  private:
     msgpack::sbuffer buf_;
     msgpack::packer<msgpack::sbuffer> pk_;
 };

@@ -14,7 +14,19 @@
 
 namespace dueq::net {
 
-enum class MsgType : std::uint8_t { nil, boolean, uint, sint, float32, float64, str, bin, array, map, ext };
+enum class MsgType : std::uint8_t {
+    nil,
+    boolean,
+    uint,
+    sint,
+    float32,
+    float64,
+    str,
+    bin,
+    array,
+    map,
+    ext
+};
 
 // One value inside a validated buffer: its type and its encoded bytes.
 struct MsgValue {
@@ -27,7 +39,7 @@ struct MsgValue {
     std::optional<std::int64_t> as_int() const;
     std::optional<double> as_number() const;  // ints and floats
     std::optional<bool> as_bool() const;
-    std::optional<std::string_view> as_str() const;        // str only
+    std::optional<std::string_view> as_str() const;         // str only
     std::optional<std::string_view> as_str_or_bin() const;  // str or bin
 };
 
@@ -42,11 +54,11 @@ MsgValue read_value(std::string_view bytes);
 // Iterates the entries of a validated map value. Usage:
 //   MapReader r(v); while (auto e = r.next()) { e->first ... e->second ... }
 class MapReader {
-public:
+  public:
     explicit MapReader(const MsgValue& map);
     std::optional<std::pair<MsgValue, MsgValue>> next();
 
-private:
+  private:
     std::string_view rest_;
     std::uint32_t left_ = 0;
 };

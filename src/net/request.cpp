@@ -12,11 +12,20 @@ namespace {
 using queue::Code;
 
 constexpr std::array<std::pair<std::string_view, Op>, 14> kOps{{
-    {"ping", Op::ping},       {"hello", Op::hello},     {"declare", Op::declare},
-    {"put", Op::put},         {"get", Op::get},         {"delete", Op::del},
-    {"take", Op::take},       {"touch", Op::touch},     {"ack", Op::ack},
-    {"release", Op::release}, {"bury", Op::bury},       {"kick", Op::kick},
-    {"stats", Op::stats},     {"status", Op::status},
+    {"ping", Op::ping},
+    {"hello", Op::hello},
+    {"declare", Op::declare},
+    {"put", Op::put},
+    {"get", Op::get},
+    {"delete", Op::del},
+    {"take", Op::take},
+    {"touch", Op::touch},
+    {"ack", Op::ack},
+    {"release", Op::release},
+    {"bury", Op::bury},
+    {"kick", Op::kick},
+    {"stats", Op::stats},
+    {"status", Op::status},
 }};
 
 struct Fail {
@@ -60,8 +69,8 @@ std::optional<Fail> read_field(std::string_view name, const MsgValue& v, Request
         r.key.emplace(*s);
     } else if (name == "payload") {
         if (v.encoded.size() > lim.max_payload_bytes)
-            return Fail{Code::too_large, "payload larger than " +
-                                             std::to_string(lim.max_payload_bytes) + " bytes"};
+            return Fail{Code::too_large,
+                        "payload larger than " + std::to_string(lim.max_payload_bytes) + " bytes"};
         r.payload.emplace(v.encoded);
     } else if (name == "time") {
         return as_ms(r.time, false);
@@ -93,14 +102,20 @@ std::optional<Fail> read_field(std::string_view name, const MsgValue& v, Request
         r.release_on_disconnect = *b;
     } else if (name == "mode") {
         auto s = v.as_str();
-        if (s == "upsert") r.mode = queue::PutMode::upsert;
-        else if (s == "insert") r.mode = queue::PutMode::insert;
-        else if (s == "update") r.mode = queue::PutMode::update;
-        else return bad_type("one of \"upsert\", \"insert\", \"update\"");
+        if (s == "upsert")
+            r.mode = queue::PutMode::upsert;
+        else if (s == "insert")
+            r.mode = queue::PutMode::insert;
+        else if (s == "update")
+            r.mode = queue::PutMode::update;
+        else
+            return bad_type("one of \"upsert\", \"insert\", \"update\"");
     } else if (name == "consistency") {
         auto s = v.as_str();
-        if (s == "leader") r.consistency_leader = true;
-        else if (s != "local") return bad_type("\"local\" or \"leader\"");
+        if (s == "leader")
+            r.consistency_leader = true;
+        else if (s != "local")
+            return bad_type("\"local\" or \"leader\"");
     } else if (name == "token") {
         auto s = v.as_str();
         if (!s) return bad_type("a string");
@@ -136,8 +151,8 @@ std::optional<Fail> check_required(const Request& r, const Limits& lim) {
             break;
         case Op::take:
             if (r.count && (*r.count == 0 || *r.count > lim.max_take_count))
-                return Fail{Code::bad_request, "field 'count' must be in 1.." +
-                                                   std::to_string(lim.max_take_count)};
+                return Fail{Code::bad_request,
+                            "field 'count' must be in 1.." + std::to_string(lim.max_take_count)};
             break;
         case Op::declare:
             if (r.max_attempts && *r.max_attempts > UINT32_MAX)
@@ -190,7 +205,8 @@ std::variant<Request, RequestError> decode_request(std::string_view frame, const
     for (MapReader m(top); auto e = m.next();) {
         if (e->first.as_str() == "id") {
             auto id = e->second.as_uint();
-            if (!id) return RequestError{Code::bad_request, "field 'id' must be an unsigned integer", 0};
+            if (!id)
+                return RequestError{Code::bad_request, "field 'id' must be an unsigned integer", 0};
             r.id = *id;
             have_id = true;
         }
@@ -202,7 +218,8 @@ std::variant<Request, RequestError> decode_request(std::string_view frame, const
         if (*name == "id") continue;
         if (*name == "op") {
             op_name = e->second.as_str();
-            if (!op_name) return RequestError{Code::bad_request, "field 'op' must be a string", r.id};
+            if (!op_name)
+                return RequestError{Code::bad_request, "field 'op' must be a string", r.id};
             continue;
         }
         if (auto f = read_field(*name, e->second, r, limits))
@@ -218,7 +235,8 @@ std::variant<Request, RequestError> decode_request(std::string_view frame, const
     if (!have_op)
         return RequestError{Code::bad_request,
                             "unknown op '" + std::string(op_name->substr(0, 64)) + "'", r.id};
-    if (auto f = check_required(r, limits)) return RequestError{f->code, std::move(f->message), r.id};
+    if (auto f = check_required(r, limits))
+        return RequestError{f->code, std::move(f->message), r.id};
     return r;
 }
 

@@ -15,7 +15,20 @@
 namespace dueq::net {
 
 enum class Op : std::uint8_t {
-    ping, hello, declare, put, get, del, take, touch, ack, release, bury, kick, stats, status
+    ping,
+    hello,
+    declare,
+    put,
+    get,
+    del,
+    take,
+    touch,
+    ack,
+    release,
+    bury,
+    kick,
+    stats,
+    status
 };
 const char* to_string(Op op);
 bool is_mutating(Op op);  // becomes a log entry

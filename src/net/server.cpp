@@ -14,15 +14,20 @@ using asio::ip::tcp;
 
 Connection::Connection(tcp::socket socket, const Limits& limits, FrameHandler on_frame,
                        CloseHandler on_close)
-    : socket_(std::move(socket)), limits_(limits), on_frame_(std::move(on_frame)),
-      on_close_(std::move(on_close)), in_(64 * 1024) {
+    : socket_(std::move(socket)),
+      limits_(limits),
+      on_frame_(std::move(on_frame)),
+      on_close_(std::move(on_close)),
+      in_(64 * 1024) {
     boost::system::error_code ec;
     socket_.set_option(tcp::no_delay(true), ec);
     auto ep = socket_.remote_endpoint(ec);
     if (!ec) peer = ep.address().to_string() + ":" + std::to_string(ep.port());
 }
 
-void Connection::start() { read_more(); }
+void Connection::start() {
+    read_more();
+}
 
 void Connection::read_more() {
     if (!open_ || closing_) return;
@@ -86,7 +91,8 @@ void Connection::write_more() {
     out_queue_.clear();
     std::vector<asio::const_buffer> bufs;
     bufs.reserve(out_flight_.size());
-    for (const auto& f : out_flight_) bufs.emplace_back(asio::buffer(f));
+    for (const auto& f : out_flight_)
+        bufs.emplace_back(asio::buffer(f));
     asio::async_write(socket_, bufs,
                       [self = shared_from_this()](boost::system::error_code ec, std::size_t) {
                           self->out_flight_.clear();
@@ -130,13 +136,18 @@ tcp::endpoint parse_endpoint(const std::string& host_port) {
         throw std::invalid_argument("address '" + host_port + "' has no valid port");
     boost::system::error_code ec;
     auto addr = asio::ip::make_address(host == "localhost" ? "127.0.0.1" : host, ec);
-    if (ec) throw std::invalid_argument("address '" + host_port + "': '" + host + "' is not an IP address");
+    if (ec)
+        throw std::invalid_argument("address '" + host_port + "': '" + host +
+                                    "' is not an IP address");
     return tcp::endpoint(addr, std::uint16_t(port));
 }
 
 Server::Server(asio::io_context& io, const std::string& listen, const Limits& limits,
                Connection::FrameHandler on_frame, Connection::CloseHandler on_close)
-    : io_(io), acceptor_(io), limits_(limits), on_frame_(std::move(on_frame)),
+    : io_(io),
+      acceptor_(io),
+      limits_(limits),
+      on_frame_(std::move(on_frame)),
       on_close_(std::move(on_close)) {
     auto ep = parse_endpoint(listen);
     acceptor_.open(ep.protocol());

@@ -3,7 +3,9 @@
 // thread (the node's event loop), so the node needs no locks.
 #pragma once
 
-#include <utility>  // before Asio: Boost 1.74's awaitable.hpp needs std::exchange under C++20
+// Before Asio, in its own block: Boost 1.74's awaitable.hpp needs std::exchange in C++20.
+#include <utility>
+
 #include <boost/asio.hpp>
 
 #include <cstdint>
@@ -19,7 +21,7 @@
 namespace dueq::net {
 
 class Connection : public std::enable_shared_from_this<Connection> {
-public:
+  public:
     using FrameHandler = std::function<void(const std::shared_ptr<Connection>&, std::string_view)>;
     using CloseHandler = std::function<void(const std::shared_ptr<Connection>&)>;
 
@@ -38,7 +40,7 @@ public:
     bool authorized = false;    // said hello with the right token (when one is configured)
     std::string peer;           // "ip:port", for logs
 
-private:
+  private:
     void read_more();
     void consume();
     void write_more();
@@ -54,13 +56,13 @@ private:
 };
 
 class Server {
-public:
+  public:
     Server(boost::asio::io_context& io, const std::string& listen, const Limits& limits,
            Connection::FrameHandler on_frame, Connection::CloseHandler on_close);
     std::uint16_t port() const { return acceptor_.local_endpoint().port(); }
     void stop();
 
-private:
+  private:
     void accept();
     boost::asio::io_context& io_;
     boost::asio::ip::tcp::acceptor acceptor_;

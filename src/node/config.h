@@ -20,8 +20,8 @@ struct Config {
     std::string client_listen = "127.0.0.1:7700";
     std::string client_advertise;  // what clients are told; defaults to client_listen
     std::string data_dir = "./data/n1";
-    std::string auth_token;        // non-empty: clients must say hello with it first
-    bool fsync = true;             // storage.fsync: "always" | "never"
+    std::string auth_token;           // non-empty: clients must say hello with it first
+    bool fsync = true;                // storage.fsync: "always" | "never"
     std::uint64_t log_keep = 10'000;  // log entries kept behind the applied index
     queue::Millis session_grace_ms = 5'000;
     std::string log_level = "info";

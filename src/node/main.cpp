@@ -1,11 +1,13 @@
 // dueqd: one dueq node.
-#include <CLI/CLI.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
 
 #include <csignal>
 
-#include <utility>  // before Asio: Boost 1.74's awaitable.hpp needs std::exchange under C++20
+// Before Asio, in its own block: Boost 1.74's awaitable.hpp needs std::exchange in C++20.
+#include <utility>
+
 #include <boost/asio.hpp>
 
 #include <iostream>
@@ -21,10 +23,13 @@ int main(int argc, char** argv) {
         "dueqd"};
     std::string config_path, data_dir, listen, log_level;
     bool print_default = false;
-    app.add_option("-c,--config", config_path, "TOML config file (see docs/config.md)")->check(CLI::ExistingFile);
+    app.add_option("-c,--config", config_path, "TOML config file (see docs/config.md)")
+        ->check(CLI::ExistingFile);
     app.add_option("--data-dir", data_dir, "override [node] data_dir");
-    app.add_option("--listen", listen, "override [node] client_listen, e.g. 127.0.0.1:7701 (port 0: any)");
-    app.add_option("--log-level", log_level, "trace, debug, info, warn, error (overrides [log] level)");
+    app.add_option("--listen", listen,
+                   "override [node] client_listen, e.g. 127.0.0.1:7701 (port 0: any)");
+    app.add_option("--log-level", log_level,
+                   "trace, debug, info, warn, error (overrides [log] level)");
     app.add_flag("--print-default-config", print_default, "print the built-in config and exit");
     CLI11_PARSE(app, argc, argv);
 
@@ -34,9 +39,9 @@ int main(int argc, char** argv) {
     }
     dueq::node::Config config;
     try {
-        config = config_path.empty()
-                     ? dueq::node::parse_config(dueq::node::default_config_text(), "built-in config")
-                     : dueq::node::load_config_file(config_path);
+        config = config_path.empty() ? dueq::node::parse_config(dueq::node::default_config_text(),
+                                                                "built-in config")
+                                     : dueq::node::load_config_file(config_path);
     } catch (const dueq::node::ConfigError& e) {
         std::cerr << "dueqd: bad config: " << e.what() << "\n";
         return 2;

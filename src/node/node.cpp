@@ -24,14 +24,15 @@ queue::StoreLimits store_limits(const net::Limits& l) {
 }  // namespace
 
 Node::Node(asio::io_context& io, Config config)
-    : io_(io), config_(std::move(config)),
-      store_(store_limits(config_.limits)),
-      timer_(io) {
+    : io_(io), config_(std::move(config)), store_(store_limits(config_.limits)), timer_(io) {
     store_.set_default_settings(config_.queue_defaults);
-    for (const auto& [name, s] : config_.queues) store_.configure_queue(name, s);
+    for (const auto& [name, s] : config_.queues)
+        store_.configure_queue(name, s);
 }
 
-Node::~Node() { stop(); }
+Node::~Node() {
+    stop();
+}
 
 std::int64_t Node::now_ms() const {
     using namespace std::chrono;
@@ -54,7 +55,8 @@ std::optional<std::string> Node::start() {
     last_time_ = applied_time;
     for (const auto& r : tail) {
         auto cmd = queue::decode_command(r.command);
-        if (!cmd) return "refusing to serve: log entry " + std::to_string(r.index) + " does not decode";
+        if (!cmd)
+            return "refusing to serve: log entry " + std::to_string(r.index) + " does not decode";
         last_time_ = std::max(last_time_, r.time);
         store_.apply(*cmd, last_time_);
         applied_index_ = r.index;
@@ -96,7 +98,9 @@ void Node::stop() {
     writer_.reset();  // flushes what is queued
 }
 
-std::uint16_t Node::client_port() const { return server_ ? server_->port() : 0; }
+std::uint16_t Node::client_port() const {
+    return server_ ? server_->port() : 0;
+}
 
 void Node::on_frame(const std::shared_ptr<net::Connection>& conn, std::string_view frame) {
     if (conn->session == 0) {
@@ -127,10 +131,12 @@ void Node::handle(const std::shared_ptr<net::Connection>& conn, net::Request&& r
             conn->send(f.finish());
             return;
         }
-        case Op::hello: return handle_hello(conn, req);
+        case Op::hello:
+            return handle_hello(conn, req);
         case Op::get:
         case Op::stats:
-        case Op::status: return handle_read(conn, req);
+        case Op::status:
+            return handle_read(conn, req);
         case Op::declare:
             return propose(queue::Declare{req.queue, req.lead_ms, req.ttr_ms, req.retention_ms,
                                           req.max_attempts ? std::optional<std::uint32_t>(
@@ -142,7 +148,8 @@ void Node::handle(const std::shared_ptr<net::Connection>& conn, net::Request&& r
             return propose(queue::Put{req.queue, std::move(*req.key), std::move(*req.payload),
                                       req.time, req.mode.value_or(queue::PutMode::upsert)},
                            reply);
-        case Op::del: return propose(queue::Delete{req.queue, std::move(*req.key)}, reply);
+        case Op::del:
+            return propose(queue::Delete{req.queue, std::move(*req.key)}, reply);
         case Op::take: {
             queue::Take take{req.queue, std::uint32_t(req.count.value_or(1)), req.ttr_ms,
                              conn->session, req.release_on_disconnect.value_or(true)};
@@ -156,7 +163,8 @@ void Node::handle(const std::shared_ptr<net::Connection>& conn, net::Request&& r
             return propose(std::move(take), reply);
         }
         case Op::touch:
-            return propose(queue::Touch{req.queue, std::move(*req.key), *req.lease, req.ttr_ms}, reply);
+            return propose(queue::Touch{req.queue, std::move(*req.key), *req.lease, req.ttr_ms},
+                           reply);
         case Op::ack:
             return propose(queue::Ack{req.queue, std::move(*req.key), *req.lease,
                                       std::move(req.payload), req.time},
@@ -165,8 +173,10 @@ void Node::handle(const std::shared_ptr<net::Connection>& conn, net::Request&& r
             return propose(queue::Release{req.queue, std::move(*req.key), *req.lease,
                                           req.delay_ms.value_or(0)},
                            reply);
-        case Op::bury: return propose(queue::Bury{req.queue, std::move(*req.key), *req.lease}, reply);
-        case Op::kick: return propose(queue::Kick{req.queue, std::uint32_t(*req.count)}, reply);
+        case Op::bury:
+            return propose(queue::Bury{req.queue, std::move(*req.key), *req.lease}, reply);
+        case Op::kick:
+            return propose(queue::Kick{req.queue, std::uint32_t(*req.count)}, reply);
     }
 }
 
@@ -198,10 +208,12 @@ void Node::handle_read(const std::shared_ptr<net::Connection>& conn, const net::
             if (!task) return conn->send(net::error_frame(req.id, Code::not_found, "no such task"));
             return conn->send(get_reply(req.id, *task));
         }
-        case Op::stats: return conn->send(stats_reply(req.id, store_, req.queue_given ? &req.queue : nullptr, now));
+        case Op::stats:
+            return conn->send(
+                stats_reply(req.id, store_, req.queue_given ? &req.queue : nullptr, now));
         default: {
-            StatusInfo s{config_.node_id, config_.client_advertise, last_index_, applied_index_,
-                         store_.task_count(), pending_.size()};
+            StatusInfo s{config_.node_id, config_.client_advertise, last_index_,
+                         applied_index_,  store_.task_count(),      pending_.size()};
             return conn->send(status_reply(req.id, s));
         }
     }
@@ -257,10 +269,10 @@ void Node::persist_applied() {
     storage::AppliedState state;
     state.applied_index = applied_index_;
     state.applied_time = last_time_;
-    store_.drain_changes([&](std::string_view q, std::string_view k,
-                             const std::optional<std::string>& encoded) {
-        state.changes.push_back(storage::TaskChange{std::string(q), std::string(k), encoded});
-    });
+    store_.drain_changes(
+        [&](std::string_view q, std::string_view k, const std::optional<std::string>& encoded) {
+            state.changes.push_back(storage::TaskChange{std::string(q), std::string(k), encoded});
+        });
     // Timers fire often (each time a task comes due); write only what changed.
     if (state.changes.empty() && applied_index_ == persisted_index_) return;
     persisted_index_ = applied_index_;
@@ -303,8 +315,10 @@ void Node::on_timer() {
         for (auto& w : list) {
             auto c = w.reply.conn.lock();
             if (!c || !c->open()) continue;
-            if (w.deadline <= now) answer(w.reply, queue::Result{});
-            else keep.push_back(std::move(w));
+            if (w.deadline <= now)
+                answer(w.reply, queue::Result{});
+            else
+                keep.push_back(std::move(w));
         }
         list.swap(keep);
         wake_waiters(queue);
@@ -317,7 +331,8 @@ void Node::arm_timer() {
     const std::int64_t now = std::max(last_time_, now_ms());
     std::optional<std::int64_t> at = store_.next_event_any(now);
     for (const auto& [queue, list] : waiters_)
-        for (const auto& w : list) at = at ? std::min(*at, w.deadline) : w.deadline;
+        for (const auto& w : list)
+            at = at ? std::min(*at, w.deadline) : w.deadline;
     if (!pending_.empty() && at) at = std::max(*at, now + 2);
     if (!at) return;
     if (timer_at_ != 0 && timer_at_ <= *at) return;

@@ -11,7 +11,9 @@
 // passed in; call start()/stop() from that thread (or before it runs).
 #pragma once
 
-#include <utility>  // before Asio: Boost 1.74's awaitable.hpp needs std::exchange under C++20
+// Before Asio, in its own block: Boost 1.74's awaitable.hpp needs std::exchange in C++20.
+#include <utility>
+
 #include <boost/asio.hpp>
 
 #include <chrono>
@@ -33,7 +35,7 @@
 namespace dueq::node {
 
 class Node {
-public:
+  public:
     Node(boost::asio::io_context& io, Config config);
     ~Node();
 
@@ -51,7 +53,7 @@ public:
     std::uint64_t applied_index() const { return applied_index_; }
     const queue::Store& store() const { return store_; }
 
-private:
+  private:
     // Where the answer to a command goes once it is applied.
     struct Reply {
         std::weak_ptr<net::Connection> conn;
@@ -105,16 +107,16 @@ private:
     std::unique_ptr<storage::Writer> writer_;
     std::unique_ptr<net::Server> server_;
 
-    std::uint64_t last_index_ = 0;     // last index handed to the log
+    std::uint64_t last_index_ = 0;  // last index handed to the log
     std::uint64_t applied_index_ = 0;
     std::uint64_t persisted_index_ = 0;  // applied index last handed to the writer
-    std::int64_t last_time_ = 0;       // last log time handed out (monotonic)
-    std::deque<Pending> pending_;      // proposed, not yet applied, in index order
+    std::int64_t last_time_ = 0;         // last log time handed out (monotonic)
+    std::deque<Pending> pending_;        // proposed, not yet applied, in index order
     std::uint64_t next_session_ = 0;
     std::unordered_map<std::uint64_t, Session> sessions_;
     std::map<std::string, std::deque<Waiter>> waiters_;  // blocking takes, per queue
     boost::asio::steady_timer timer_;
-    std::int64_t timer_at_ = 0;        // log time the timer is set for (0: unset)
+    std::int64_t timer_at_ = 0;  // log time the timer is set for (0: unset)
     bool stopped_ = false;
     rocksdb::Env* storage_env_ = nullptr;
 };

@@ -16,7 +16,8 @@ constexpr std::array<std::uint32_t, 256> make_table() {
     std::array<std::uint32_t, 256> t{};
     for (std::uint32_t i = 0; i < 256; ++i) {
         std::uint32_t c = i;
-        for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ kPoly : c >> 1;
+        for (int k = 0; k < 8; ++k)
+            c = (c & 1) ? (c >> 1) ^ kPoly : c >> 1;
         t[i] = c;
     }
     return t;
@@ -24,7 +25,8 @@ constexpr std::array<std::uint32_t, 256> make_table() {
 constexpr auto kTable = make_table();
 
 std::uint32_t crc_table(std::uint32_t crc, const unsigned char* p, std::size_t n) {
-    for (std::size_t i = 0; i < n; ++i) crc = kTable[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
+    for (std::size_t i = 0; i < n; ++i)
+        crc = kTable[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
     return crc;
 }
 
@@ -40,7 +42,8 @@ __attribute__((target("sse4.2"))) std::uint32_t crc_hw(std::uint32_t crc, const 
         n -= 8;
     }
     auto c32 = std::uint32_t(c);
-    while (n--) c32 = _mm_crc32_u8(c32, *p++);
+    while (n--)
+        c32 = _mm_crc32_u8(c32, *p++);
     return c32;
 }
 const bool kHasHw = __builtin_cpu_supports("sse4.2");

@@ -16,11 +16,13 @@ constexpr std::string_view kAppliedKey = "applied";
 constexpr std::string_view kStoreMetaKey = "store";
 
 void put_be64(std::string& out, std::uint64_t v) {
-    for (int i = 7; i >= 0; --i) out.push_back(char(v >> (8 * i)));
+    for (int i = 7; i >= 0; --i)
+        out.push_back(char(v >> (8 * i)));
 }
 std::uint64_t get_be64(std::string_view s) {
     std::uint64_t v = 0;
-    for (int i = 0; i < 8; ++i) v = (v << 8) | static_cast<unsigned char>(s[i]);
+    for (int i = 0; i < 8; ++i)
+        v = (v << 8) | static_cast<unsigned char>(s[i]);
     return v;
 }
 std::string index_key(std::uint64_t index) {
@@ -28,7 +30,9 @@ std::string index_key(std::uint64_t index) {
     put_be64(k, index);
     return k;
 }
-rocksdb::Slice slice(std::string_view s) { return rocksdb::Slice(s.data(), s.size()); }
+rocksdb::Slice slice(std::string_view s) {
+    return rocksdb::Slice(s.data(), s.size());
+}
 
 }  // namespace
 
@@ -64,7 +68,8 @@ std::unique_ptr<Database> Database::open(const std::string& path, bool sync, Sta
     // Our own log is the durability point; RocksDB's WAL carries the batches to it.
     opts.manual_wal_flush = false;
     std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
-    for (const char* name : kCfNames) cfs.emplace_back(name, rocksdb::ColumnFamilyOptions(opts));
+    for (const char* name : kCfNames)
+        cfs.emplace_back(name, rocksdb::ColumnFamilyOptions(opts));
     std::unique_ptr<Database> d(new Database());
     d->sync_ = sync;
     auto s = rocksdb::DB::Open(rocksdb::DBOptions(opts), path, cfs, &d->handles_, &d->db_);
@@ -84,13 +89,14 @@ std::unique_ptr<Database> Database::open(const std::string& path, bool sync, Sta
 
 Database::~Database() {
     if (!db_) return;
-    for (auto* h : handles_) db_->DestroyColumnFamilyHandle(h);
+    for (auto* h : handles_)
+        db_->DestroyColumnFamilyHandle(h);
     db_->Close();
     delete db_;
 }
 
-Status Database::load(queue::Store& store, std::uint64_t& applied_index,
-                      std::int64_t& applied_time, std::vector<LogRecord>& tail) {
+Status Database::load(queue::Store& store, std::uint64_t& applied_index, std::int64_t& applied_time,
+                      std::vector<LogRecord>& tail) {
     applied_index = 0;
     applied_time = 0;
     std::string value;
@@ -114,7 +120,8 @@ Status Database::load(queue::Store& store, std::uint64_t& applied_index,
     std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator({}, handles_[kTasks]));
     for (it->SeekToFirst(); it->Valid(); it->Next()) {
         auto k = it->key().ToStringView();
-        const std::size_t qlen = k.size() >= 2 ? (std::size_t((unsigned char)k[0]) << 8 | (unsigned char)k[1]) : 0;
+        const std::size_t qlen =
+            k.size() >= 2 ? (std::size_t((unsigned char)k[0]) << 8 | (unsigned char)k[1]) : 0;
         auto body = unseal(it->value().ToStringView());
         if (k.size() < 2 + qlen || !body ||
             !store.load_task(k.substr(2, qlen), k.substr(2 + qlen), *body))
@@ -132,7 +139,8 @@ Status Database::load(queue::Store& store, std::uint64_t& applied_index,
         if (index != expect)
             return Status::error("log gap: expected entry " + std::to_string(expect) + ", found " +
                                  std::to_string(index));
-        tail.push_back(LogRecord{index, std::int64_t(get_be64(*body)), std::string(body->substr(8))});
+        tail.push_back(
+            LogRecord{index, std::int64_t(get_be64(*body)), std::string(body->substr(8))});
         ++expect;
     }
     if (!log->status().ok()) return Status::error("reading log: " + log->status().ToString());
@@ -146,8 +154,10 @@ Status Database::write(const std::vector<LogRecord>& appends,
     for (const auto& a : applied) {
         for (const auto& c : a.changes) {
             const std::string k = task_key(c.queue, c.key);
-            if (c.encoded) batch.Put(handles_[kTasks], k, seal(*c.encoded));
-            else batch.Delete(handles_[kTasks], k);
+            if (c.encoded)
+                batch.Put(handles_[kTasks], k, seal(*c.encoded));
+            else
+                batch.Delete(handles_[kTasks], k);
         }
         body.clear();
         put_be64(body, a.applied_index);

@@ -55,7 +55,7 @@ struct AppliedState {
 };
 
 class Database {
-public:
+  public:
     // Opens or creates the database in `path`. `sync`: whether log appends are fsynced
     // (the `storage.fsync` config: "always" = true). `env`: RocksDB's environment, null
     // for the default; tests pass one that can drop unsynced writes.
@@ -76,7 +76,7 @@ public:
     std::uint64_t first_log_index() const { return first_log_index_; }
     bool syncs() const { return sync_; }
 
-private:
+  private:
     Database() = default;
     rocksdb::DB* db_ = nullptr;
     std::vector<rocksdb::ColumnFamilyHandle*> handles_;  // default, log, meta, tasks, overlay

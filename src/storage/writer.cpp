@@ -4,7 +4,9 @@ namespace dueq::storage {
 
 Writer::Writer(Database& db, std::function<void(std::uint64_t)> on_written,
                std::function<void(const std::string&)> on_error)
-    : db_(db), on_written_(std::move(on_written)), on_error_(std::move(on_error)),
+    : db_(db),
+      on_written_(std::move(on_written)),
+      on_error_(std::move(on_error)),
       thread_([this] { run(); }) {}
 
 Writer::~Writer() {

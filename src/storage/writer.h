@@ -19,7 +19,7 @@
 namespace dueq::storage {
 
 class Writer {
-public:
+  public:
     // `on_written(last_index)`: every record up to last_index is durable (per the sync
     // policy). `on_error(message)`: a write failed; nothing more will be written.
     Writer(Database& db, std::function<void(std::uint64_t)> on_written,
@@ -31,7 +31,7 @@ public:
     // Number of batches (and so fsyncs) written so far; for metrics and tests.
     std::uint64_t batches() const;
 
-private:
+  private:
     void run();
 
     Database& db_;

@@ -57,7 +57,8 @@ TEST_CASE("validate refuses a declared length larger than the frame before walki
 
 TEST_CASE("validate refuses truncation, trailing bytes, 0xc1 and deep nesting") {
     const std::string full = packed(std::map<std::string, int>{{"key", 300}});
-    for (std::size_t n = 0; n < full.size(); ++n) CHECK_FALSE(valid(full.substr(0, n)));
+    for (std::size_t n = 0; n < full.size(); ++n)
+        CHECK_FALSE(valid(full.substr(0, n)));
     CHECK(valid(full));
     CHECK_FALSE(valid(full + "x"));
     CHECK_FALSE(valid("\xc1"));

@@ -23,7 +23,8 @@ struct Req {
     }
     std::string bytes() {
         pk.pack_map(std::uint32_t(fields.size()));
-        for (auto& fn : fields) fn();
+        for (auto& fn : fields)
+            fn();
         return std::string(b.data(), b.size());
     }
 };
@@ -43,7 +44,10 @@ TEST_CASE("a put request decodes with its payload verbatim") {
     msgpack::sbuffer payload;
     msgpack::pack(payload, std::map<std::string, int>{{"a", 1}});
     Req q;
-    q.f("op", std::string("put")).f("id", 9).f("queue", std::string("tokens")).f("key", std::string("k1"));
+    q.f("op", std::string("put"))
+        .f("id", 9)
+        .f("queue", std::string("tokens"))
+        .f("key", std::string("k1"));
     q.f("time", std::int64_t(1700000000000)).f("mode", std::string("insert"));
     q.fields.push_back([&] {
         q.pk.pack(std::string("payload"));
@@ -69,10 +73,16 @@ TEST_CASE("the id comes back with errors found after it") {
 }
 
 TEST_CASE("wrong field types are refused naming the field") {
-    auto e = err(Req().f("op", std::string("take")).f("id", 1).f("count", std::string("two")).bytes());
+    auto e =
+        err(Req().f("op", std::string("take")).f("id", 1).f("count", std::string("two")).bytes());
     CHECK(e.code == Code::bad_request);
     CHECK(e.message.find("'count'") != std::string::npos);
-    e = err(Req().f("op", std::string("ack")).f("id", 1).f("key", std::string("k")).f("lease", -4).bytes());
+    e = err(Req()
+                .f("op", std::string("ack"))
+                .f("id", 1)
+                .f("key", std::string("k"))
+                .f("lease", -4)
+                .bytes());
     CHECK(e.message.find("'lease'") != std::string::npos);
     e = err(Req().f("op", std::string("declare")).f("id", 1).f("late_share", 1.5).bytes());
     CHECK(e.message.find("'late_share'") != std::string::npos);
@@ -88,22 +98,47 @@ TEST_CASE("size limits give too_large") {
     Limits l;
     l.max_key_bytes = 8;
     l.max_payload_bytes = 16;
-    auto e = err(Req().f("op", std::string("put")).f("id", 1).f("key", std::string(9, 'k')).f("payload", 1).bytes(), l);
+    auto e = err(Req()
+                     .f("op", std::string("put"))
+                     .f("id", 1)
+                     .f("key", std::string(9, 'k'))
+                     .f("payload", 1)
+                     .bytes(),
+                 l);
     CHECK(e.code == Code::too_large);
-    e = err(Req().f("op", std::string("put")).f("id", 1).f("key", std::string("k")).f("payload", std::string(20, 'p')).bytes(), l);
+    e = err(Req()
+                .f("op", std::string("put"))
+                .f("id", 1)
+                .f("key", std::string("k"))
+                .f("payload", std::string(20, 'p'))
+                .bytes(),
+            l);
     CHECK(e.code == Code::too_large);
-    auto r = ok(Req().f("op", std::string("put")).f("id", 1).f("key", std::string(8, 'k')).f("payload", std::string(10, 'p')).bytes(), l);
+    auto r = ok(Req()
+                    .f("op", std::string("put"))
+                    .f("id", 1)
+                    .f("key", std::string(8, 'k'))
+                    .f("payload", std::string(10, 'p'))
+                    .bytes(),
+                l);
     CHECK(r.key->size() == 8);
 }
 
 TEST_CASE("required fields and ranges per op") {
-    CHECK(err(Req().f("op", std::string("get")).f("id", 1).bytes()).message.find("'key'") != std::string::npos);
-    CHECK(err(Req().f("op", std::string("touch")).f("id", 1).f("key", std::string("k")).bytes()).message.find("'lease'") != std::string::npos);
-    CHECK(err(Req().f("op", std::string("kick")).f("id", 1).bytes()).message.find("'count'") != std::string::npos);
-    CHECK(err(Req().f("op", std::string("take")).f("id", 1).f("count", 0).bytes()).message.find("'count'") != std::string::npos);
-    CHECK(err(Req().f("op", std::string("take")).f("id", 1).f("count", 1001).bytes()).message.find("'count'") != std::string::npos);
-    CHECK(err(Req().f("op", std::string("take")).f("id", 1).f("timeout_ms", -1).bytes()).message.find("'timeout_ms'") != std::string::npos);
-    auto r = ok(Req().f("op", std::string("take")).f("id", 1).f("extra", std::string("ignored")).bytes());
+    CHECK(err(Req().f("op", std::string("get")).f("id", 1).bytes()).message.find("'key'") !=
+          std::string::npos);
+    CHECK(err(Req().f("op", std::string("touch")).f("id", 1).f("key", std::string("k")).bytes())
+              .message.find("'lease'") != std::string::npos);
+    CHECK(err(Req().f("op", std::string("kick")).f("id", 1).bytes()).message.find("'count'") !=
+          std::string::npos);
+    CHECK(err(Req().f("op", std::string("take")).f("id", 1).f("count", 0).bytes())
+              .message.find("'count'") != std::string::npos);
+    CHECK(err(Req().f("op", std::string("take")).f("id", 1).f("count", 1001).bytes())
+              .message.find("'count'") != std::string::npos);
+    CHECK(err(Req().f("op", std::string("take")).f("id", 1).f("timeout_ms", -1).bytes())
+              .message.find("'timeout_ms'") != std::string::npos);
+    auto r = ok(
+        Req().f("op", std::string("take")).f("id", 1).f("extra", std::string("ignored")).bytes());
     CHECK(r.op == Op::take);
     CHECK(r.queue == "default");
     CHECK_FALSE(r.queue_given);
@@ -112,6 +147,8 @@ TEST_CASE("required fields and ranges per op") {
 TEST_CASE("frames that are not one msgpack map are refused") {
     CHECK(err("").code == Code::bad_request);
     CHECK(err(std::string("\x93\x01\x02\x03", 4)).message.find("map") != std::string::npos);
-    CHECK(err(std::string("\xdd\xff\xff\xff\xff", 5)).message.find("malformed") != std::string::npos);
-    CHECK(err(Req().f("op", std::string("ping")).bytes()).message.find("'id'") != std::string::npos);
+    CHECK(err(std::string("\xdd\xff\xff\xff\xff", 5)).message.find("malformed") !=
+          std::string::npos);
+    CHECK(err(Req().f("op", std::string("ping")).bytes()).message.find("'id'") !=
+          std::string::npos);
 }

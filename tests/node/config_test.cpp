@@ -27,19 +27,23 @@ TEST_CASE("the built-in config parses to the documented defaults") {
 }
 
 TEST_CASE("queue tables inherit [queues.default]") {
-    auto c = parse_config("[queues.default]\nttr_ms = 5000\n[queues.tokens]\nlead_ms = 30000\n", "t");
+    auto c =
+        parse_config("[queues.default]\nttr_ms = 5000\n[queues.tokens]\nlead_ms = 30000\n", "t");
     CHECK(c.queues.at("tokens").lead_ms == 30000);
     CHECK(c.queues.at("tokens").ttr_ms == 5000);
     CHECK(c.queue_defaults.ttr_ms == 5000);
 }
 
 TEST_CASE("bad configs are refused naming the key") {
-    CHECK(error_of("[node]\nidd = \"x\"\n").find("unknown key 'idd' in [node]") != std::string::npos);
+    CHECK(error_of("[node]\nidd = \"x\"\n").find("unknown key 'idd' in [node]") !=
+          std::string::npos);
     CHECK(error_of("[storage]\nfsync = \"sometimes\"\n").find("fsync") != std::string::npos);
     CHECK(error_of("[sessions]\ngrace_ms = -1\n").find("grace_ms") != std::string::npos);
     CHECK(error_of("[queues.q]\nlate_share = 2.0\n").find("late_share") != std::string::npos);
-    CHECK(error_of("[queues.q]\nttr_ms = \"1s\"\n").find("ttr_ms must be an integer") != std::string::npos);
-    CHECK(error_of("[limits]\nmax_frame_bytes = 2000\n").find("max_frame_bytes") != std::string::npos);
+    CHECK(error_of("[queues.q]\nttr_ms = \"1s\"\n").find("ttr_ms must be an integer") !=
+          std::string::npos);
+    CHECK(error_of("[limits]\nmax_frame_bytes = 2000\n").find("max_frame_bytes") !=
+          std::string::npos);
     CHECK(error_of("[node\n").find("test.toml") != std::string::npos);
     CHECK(error_of("bogus = 1\n").find("unknown key 'bogus'") != std::string::npos);
 }

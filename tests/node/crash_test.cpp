@@ -37,8 +37,13 @@ void put_loop(std::uint16_t port, int writer, int round, std::atomic<bool>& stop
         const int window = 16;
         while (next < 100000) {
             while (!stop && in_flight.size() < window) {
-                const std::string key = "r" + std::to_string(round) + "-w" + std::to_string(writer) + "-" + std::to_string(next);
-                c.send("put", next, {{"queue", c.str("crash")}, {"key", c.str(key)}, {"payload", c.str("v-" + key)}, {"time", c.obj(now_ms() + 3'600'000)}});
+                const std::string key = "r" + std::to_string(round) + "-w" +
+                                        std::to_string(writer) + "-" + std::to_string(next);
+                c.send("put", next,
+                       {{"queue", c.str("crash")},
+                        {"key", c.str(key)},
+                        {"payload", c.str("v-" + key)},
+                        {"time", c.obj(now_ms() + 3'600'000)}});
                 in_flight[next++] = key;
             }
             if (in_flight.empty()) break;
@@ -63,7 +68,8 @@ void ack_loop(std::uint16_t port, std::atomic<bool>& stop, Acked& acked) {
         RawClient c(port);
         std::uint64_t id = 1;
         while (!stop && id < 100000) {
-            c.send("take", id++, {{"queue", c.str("work")}, {"count", c.obj(8)}, {"ttr_ms", c.obj(600000)}});
+            c.send("take", id++,
+                   {{"queue", c.str("work")}, {"count", c.obj(8)}, {"ttr_ms", c.obj(600000)}});
             auto r = c.read(seconds(2));
             if (!r || !r->ok()) break;
             const auto* tasks = r->find("tasks");
@@ -73,7 +79,12 @@ void ack_loop(std::uint16_t port, std::atomic<bool>& stop, Acked& acked) {
                 tasks->via.array.ptr[i].convert(t);
                 const auto key = t.at("key").as<std::string>();
                 const std::int64_t next_time = now_ms() + 7'200'000;
-                c.send("ack", id, {{"queue", c.str("work")}, {"key", c.str(key)}, {"lease", t.at("lease")}, {"time", c.obj(next_time)}, {"payload", c.str("acked")}});
+                c.send("ack", id,
+                       {{"queue", c.str("work")},
+                        {"key", c.str(key)},
+                        {"lease", t.at("lease")},
+                        {"time", c.obj(next_time)},
+                        {"payload", c.str("acked")}});
                 auto a = c.read(seconds(2));
                 if (!a) return;
                 REQUIRE(a->id() == id++);
@@ -92,15 +103,20 @@ void ack_loop(std::uint16_t port, std::atomic<bool>& stop, Acked& acked) {
 TEST_CASE("kill -9 under load loses no acknowledged write") {
     const auto dir = fresh_dir("crash");
     const std::string log = (dir / "dueqd.log").string();
-    const std::vector<std::string> args{"--listen", "127.0.0.1:0", "--data-dir", (dir / "data").string(), "--log-level", "info"};
+    const std::vector<std::string> args{
+        "--listen", "127.0.0.1:0", "--data-dir", (dir / "data").string(), "--log-level", "info"};
     Acked acked;
     const int tasks_for_acks = 3000;
     {
         DueqdProcess node(DUEQD_BINARY, args, log);
         RawClient c(node.port());
         for (int i = 0; i < tasks_for_acks; ++i)
-            c.send("put", std::uint64_t(i + 1), {{"queue", c.str("work")}, {"key", c.str("job-" + std::to_string(i))}, {"payload", c.obj(i)}});
-        for (int i = 0; i < tasks_for_acks; ++i) REQUIRE(c.read()->ok());
+            c.send("put", std::uint64_t(i + 1),
+                   {{"queue", c.str("work")},
+                    {"key", c.str("job-" + std::to_string(i))},
+                    {"payload", c.obj(i)}});
+        for (int i = 0; i < tasks_for_acks; ++i)
+            REQUIRE(c.read()->ok());
         node.terminate();
     }
     for (int round = 0; round < 3; ++round) {
@@ -112,7 +128,8 @@ TEST_CASE("kill -9 under load loses no acknowledged write") {
         threads.emplace_back([&] { ack_loop(node.port(), stop, acked); });
         std::this_thread::sleep_for(milliseconds(700 + 300 * round));
         node.kill9();  // mid-write: clients have requests in flight
-        for (auto& t : threads) t.join();
+        for (auto& t : threads)
+            t.join();
     }
 
     DueqdProcess node(DUEQD_BINARY, args, log);
@@ -131,14 +148,17 @@ TEST_CASE("kill -9 under load loses no acknowledged write") {
         }
         std::map<std::string, msgpack::object> t;
         r.find("task")->convert(t);
-        if (t.at("payload").as<std::string>() != "acked" || t.at("time").as<std::int64_t>() != time) ++wrong;
+        if (t.at("payload").as<std::string>() != "acked" || t.at("time").as<std::int64_t>() != time)
+            ++wrong;
     }
-    INFO("acknowledged puts: " << acked.puts.size() << ", acknowledged acks: " << acked.acks.size());
+    INFO("acknowledged puts: " << acked.puts.size()
+                               << ", acknowledged acks: " << acked.acks.size());
     CHECK(acked.puts.size() > 1000);  // the load really ran
     CHECK(acked.acks.size() > 100);
     CHECK(missing == 0);
     CHECK(wrong == 0);
-    WARN("crash test: " << acked.puts.size() << " acked puts and " << acked.acks.size() << " acked acks survived 3 kills");
+    WARN("crash test: " << acked.puts.size() << " acked puts and " << acked.acks.size()
+                        << " acked acks survived 3 kills");
 
     std::ifstream in(log);
     std::string text((std::istreambuf_iterator<char>(in)), {});

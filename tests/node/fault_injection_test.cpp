@@ -8,8 +8,8 @@
 // run with fsync "never" must lose acknowledged writes, which shows the harness can fail.
 #include <catch2/catch.hpp>
 
-#include <filesystem>
 #include <condition_variable>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -26,13 +26,13 @@ using namespace dueq::test;
 namespace {
 
 constexpr int kClients = 4;
-constexpr int kWindow = 32;           // requests in flight per client
+constexpr int kWindow = 32;                // requests in flight per client
 constexpr std::size_t kCrashAfter = 3000;  // acknowledged writes before the cut
 
 // What a recorded acknowledgement promises about a task.
 struct Expectation {
     std::string queue;
-    std::set<std::string> payloads;  // any of these (a later unacknowledged ack may win)
+    std::set<std::string> payloads;     // any of these (a later unacknowledged ack may win)
     std::optional<std::string> status;  // required status, if any
 };
 
@@ -48,7 +48,7 @@ struct Ledger {
     bool cut = false;
     std::size_t acked = 0, ignored_after_cut = 0;
     std::map<std::string, Expectation> expectations;  // by key (keys are unique across queues)
-    std::vector<std::string> errors;          // client-side surprises, checked at the end
+    std::vector<std::string> errors;                  // client-side surprises, checked at the end
 
     void record(const std::string& key, Expectation p, bool replaces) {
         std::lock_guard lock(mu);
@@ -93,9 +93,12 @@ void run_client(int id, std::uint16_t port, Ledger& ledger) {
         std::map<std::uint64_t, std::pair<std::string, std::string>> puts;  // id -> queue, key
         for (int j = 0; j < kWindow; ++j) {
             const std::string queue = j % 2 ? "jobs" : "q";
-            const std::string key = "c" + std::to_string(id) + "-" + std::to_string(round) + "-" + std::to_string(j);
+            const std::string key =
+                "c" + std::to_string(id) + "-" + std::to_string(round) + "-" + std::to_string(j);
             puts[next_id] = {queue, key};
-            c.send("put", next_id++, {{"queue", c.str(queue)}, {"key", c.str(key)}, {"payload", c.str("put " + key)}});
+            c.send(
+                "put", next_id++,
+                {{"queue", c.str(queue)}, {"key", c.str(key)}, {"payload", c.str("put " + key)}});
         }
         for (int j = 0; j < kWindow; ++j) {
             auto r = c.read();
@@ -108,13 +111,16 @@ void run_client(int id, std::uint16_t port, Ledger& ledger) {
             }
             const auto& [queue, key] = it->second;
             Expectation p{queue, {"put " + key}, std::nullopt};
-            if (queue == "q") p.status = "ready";  // nobody takes from "q"
-            else p.payloads.insert("acked " + key);  // it may have been taken and acked since
+            if (queue == "q")
+                p.status = "ready";  // nobody takes from "q"
+            else
+                p.payloads.insert("acked " + key);  // it may have been taken and acked since
             ledger.record(key, std::move(p), false);
         }
 
-        c.send("take", next_id, {{"queue", c.str("jobs")}, {"count", c.obj(kWindow / 2)},
-                                 {"ttr_ms", c.obj(600'000)}});
+        c.send(
+            "take", next_id,
+            {{"queue", c.str("jobs")}, {"count", c.obj(kWindow / 2)}, {"ttr_ms", c.obj(600'000)}});
         auto taken = c.read();
         if (!taken) return;
         if (taken->id() != next_id++ || !taken->ok()) continue;
@@ -125,9 +131,11 @@ void run_client(int id, std::uint16_t port, Ledger& ledger) {
             tasks->via.array.ptr[i].convert(t);
             const auto key = t.at("key").as<std::string>();
             acks[next_id] = key;
-            c.send("ack", next_id++, {{"queue", c.str("jobs")}, {"key", c.str(key)},
-                                      {"lease", c.obj(t.at("lease").as<std::uint64_t>())},
-                                      {"payload", c.str("acked " + key)}});
+            c.send("ack", next_id++,
+                   {{"queue", c.str("jobs")},
+                    {"key", c.str(key)},
+                    {"lease", c.obj(t.at("lease").as<std::uint64_t>())},
+                    {"payload", c.str("acked " + key)}});
         }
         for (std::size_t i = 0; i < acks.size(); ++i) {
             auto r = c.read();
@@ -180,7 +188,8 @@ Outcome crash_and_check(const std::string& name, bool fsync) {
             ledger.cut = true;
         }
         lock.unlock();
-        for (auto& t : clients) t.join();
+        for (auto& t : clients)
+            t.join();
         REQUIRE(enough);
     }
     node.reset();  // stops the node and closes its database: nothing reaches the disk
@@ -189,20 +198,23 @@ Outcome crash_and_check(const std::string& name, bool fsync) {
     out.dropped = env.fs->drop_unsynced();
     out.acked = ledger.acked;
     out.ignored_after_cut = ledger.ignored_after_cut;
-    for (const auto& e : ledger.errors) FAIL_CHECK(e);
+    for (const auto& e : ledger.errors)
+        FAIL_CHECK(e);
 
     // Boot again on what the disk kept, with the ordinary environment.
     config.fsync = true;
     TestNode again(config);
     RawClient c(again.port());
     std::vector<std::pair<std::string, const Expectation*>> todo;
-    for (const auto& [key, p] : ledger.expectations) todo.emplace_back(key, &p);
+    for (const auto& [key, p] : ledger.expectations)
+        todo.emplace_back(key, &p);
     out.keys = todo.size();
     constexpr std::size_t kBatch = 200;
     for (std::size_t from = 0; from < todo.size(); from += kBatch) {
         const std::size_t to = std::min(todo.size(), from + kBatch);
         for (std::size_t i = from; i < to; ++i)
-            c.send("get", i, {{"queue", c.str(todo[i].second->queue)}, {"key", c.str(todo[i].first)}});
+            c.send("get", i,
+                   {{"queue", c.str(todo[i].second->queue)}, {"key", c.str(todo[i].first)}});
         for (std::size_t i = from; i < to; ++i) {
             auto r = c.read();
             REQUIRE(r);
@@ -212,7 +224,8 @@ Outcome crash_and_check(const std::string& name, bool fsync) {
             if (!r->ok()) {
                 ++out.missing;
                 bad = true;
-            } else if (!p->payloads.count(payload_of(*r)) || (p->status && status_of(*r) != *p->status)) {
+            } else if (!p->payloads.count(payload_of(*r)) ||
+                       (p->status && status_of(*r) != *p->status)) {
                 ++out.wrong;
                 bad = true;
             }
@@ -223,14 +236,15 @@ Outcome crash_and_check(const std::string& name, bool fsync) {
 }
 
 std::string describe(const Outcome& o) {
-    std::string s = std::to_string(o.acked) + " acknowledged writes to " +
-                    std::to_string(o.keys) + " keys before the cut (" +
-                    std::to_string(o.ignored_after_cut) + " answered after it, not counted); " +
-                    std::to_string(o.missing) + " missing, " + std::to_string(o.wrong) +
-                    " wrong; dropped " + std::to_string(o.dropped.bytes_dropped) + " bytes in " +
+    std::string s = std::to_string(o.acked) + " acknowledged writes to " + std::to_string(o.keys) +
+                    " keys before the cut (" + std::to_string(o.ignored_after_cut) +
+                    " answered after it, not counted); " + std::to_string(o.missing) +
+                    " missing, " + std::to_string(o.wrong) + " wrong; dropped " +
+                    std::to_string(o.dropped.bytes_dropped) + " bytes in " +
                     std::to_string(o.dropped.files_truncated) + " files, deleted " +
                     std::to_string(o.dropped.files_deleted) + " files";
-    for (const auto& k : o.samples) s += "; e.g. " + k;
+    for (const auto& k : o.samples)
+        s += "; e.g. " + k;
     return s;
 }
 

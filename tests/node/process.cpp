@@ -1,12 +1,12 @@
 #include "node/process.h"
 
-#include <catch2/catch.hpp>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <catch2/catch.hpp>
 
 #include <chrono>
 #include <fstream>
@@ -27,7 +27,8 @@ DueqdProcess::DueqdProcess(const std::string& binary, const std::vector<std::str
     std::vector<std::string> argv_s{binary};
     argv_s.insert(argv_s.end(), args.begin(), args.end());
     std::vector<char*> argv;
-    for (auto& s : argv_s) argv.push_back(s.data());
+    for (auto& s : argv_s)
+        argv.push_back(s.data());
     argv.push_back(nullptr);
     const int rc = posix_spawn(&pid_, binary.c_str(), &fa, nullptr, argv.data(), environ);
     posix_spawn_file_actions_destroy(&fa);
@@ -71,6 +72,8 @@ void DueqdProcess::terminate() {
     pid_ = -1;
 }
 
-DueqdProcess::~DueqdProcess() { kill9(); }
+DueqdProcess::~DueqdProcess() {
+    kill9();
+}
 
 }  // namespace dueq::test

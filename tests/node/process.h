@@ -11,7 +11,7 @@
 namespace dueq::test {
 
 class DueqdProcess {
-public:
+  public:
     // Starts `binary` with `args`; waits for "listening on port N". Output goes to
     // `log_path` (appended) so a failing test can show it.
     DueqdProcess(const std::string& binary, const std::vector<std::string>& args,
@@ -23,7 +23,7 @@ public:
     void terminate();  // SIGTERM, then reap
     bool alive() const { return pid_ > 0; }
 
-private:
+  private:
     pid_t pid_ = -1;
     std::uint16_t port_ = 0;
 };

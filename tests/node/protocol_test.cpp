@@ -48,7 +48,8 @@ TEST_CASE("pipelined requests all get their own answer") {
     RawClient c(node.port());
     const int n = 200;
     std::string batch;
-    for (int i = 0; i < n; ++i) c.send("put", 1000 + i, {{"key", c.str("k" + std::to_string(i))}, {"payload", c.obj(i)}});
+    for (int i = 0; i < n; ++i)
+        c.send("put", 1000 + i, {{"key", c.str("k" + std::to_string(i))}, {"payload", c.obj(i)}});
     std::set<std::uint64_t> ids;
     for (int i = 0; i < n; ++i) {
         auto r = c.read();
@@ -73,7 +74,12 @@ TEST_CASE("a blocking take answers out of order and is woken by a put") {
     REQUIRE(first);
     CHECK(first->id() == 2);  // the ping did not wait behind the take
     const auto put_at = steady_clock::now();
-    REQUIRE(producer.call("put", 1, {{"queue", producer.str("jobs")}, {"key", producer.str("j1")}, {"payload", producer.obj(1)}}).ok());
+    REQUIRE(producer
+                .call("put", 1,
+                      {{"queue", producer.str("jobs")},
+                       {"key", producer.str("j1")},
+                       {"payload", producer.obj(1)}})
+                .ok());
     auto taken = worker.read(seconds(12));
     const auto waited = duration_cast<milliseconds>(steady_clock::now() - put_at).count();
     REQUIRE(taken);
@@ -99,7 +105,9 @@ TEST_CASE("a blocking take with nothing due answers empty at its timeout") {
 TEST_CASE("a blocking take is woken when a future task comes due") {
     TestNode node("comes-due");
     RawClient c(node.port());
-    REQUIRE(c.call("put", 1, {{"key", c.str("soon")}, {"payload", c.obj(1)}, {"time", c.obj(now_ms() + 300)}}).ok());
+    REQUIRE(c.call("put", 1,
+                   {{"key", c.str("soon")}, {"payload", c.obj(1)}, {"time", c.obj(now_ms() + 300)}})
+                .ok());
     CHECK(c.call("take", 2).find("tasks")->via.array.size == 0);
     auto r = c.call("take", 3, {{"timeout_ms", c.obj(5000)}});
     CHECK(r.find("tasks")->via.array.size == 1);
@@ -108,7 +116,8 @@ TEST_CASE("a blocking take is woken when a future task comes due") {
 TEST_CASE("tasks of a closed connection go back to ready after the grace period") {
     TestNode node("disconnect");
     RawClient producer(node.port());
-    REQUIRE(producer.call("put", 1, {{"key", producer.str("t")}, {"payload", producer.obj(1)}}).ok());
+    REQUIRE(
+        producer.call("put", 1, {{"key", producer.str("t")}, {"payload", producer.obj(1)}}).ok());
     {
         RawClient taker(node.port());
         auto r = taker.call("take", 1, {{"ttr_ms", taker.obj(600000)}});
@@ -144,19 +153,26 @@ TEST_CASE("errors come back with their codes") {
     RawClient c(node.port());
     CHECK(c.call("get", 1, {{"key", c.str("nope")}}).error_code() == "not_found");
     CHECK(c.call("delete", 2, {{"key", c.str("nope")}}).error_code() == "not_found");
-    REQUIRE(c.call("put", 3, {{"key", c.str("k")}, {"payload", c.obj(1)}, {"mode", c.str("insert")}}).ok());
-    CHECK(c.call("put", 4, {{"key", c.str("k")}, {"payload", c.obj(1)}, {"mode", c.str("insert")}}).error_code() == "exists");
-    CHECK(c.call("put", 5, {{"key", c.str("x")}, {"payload", c.obj(1)}, {"mode", c.str("update")}}).error_code() == "not_found");
+    REQUIRE(
+        c.call("put", 3, {{"key", c.str("k")}, {"payload", c.obj(1)}, {"mode", c.str("insert")}})
+            .ok());
+    CHECK(c.call("put", 4, {{"key", c.str("k")}, {"payload", c.obj(1)}, {"mode", c.str("insert")}})
+              .error_code() == "exists");
+    CHECK(c.call("put", 5, {{"key", c.str("x")}, {"payload", c.obj(1)}, {"mode", c.str("update")}})
+              .error_code() == "not_found");
     auto take = c.call("take", 6);
     REQUIRE(take.find("tasks")->via.array.size == 1);
     std::map<std::string, msgpack::object> t;
     take.find("tasks")->via.array.ptr[0].convert(t);
     const auto lease = t.at("lease").as<std::uint64_t>();
-    CHECK(c.call("ack", 7, {{"key", c.str("k")}, {"lease", c.obj(lease + 1)}}).error_code() == "lease_mismatch");
-    CHECK(c.call("touch", 8, {{"key", c.str("k")}, {"lease", c.obj(lease + 1)}}).error_code() == "lease_mismatch");
+    CHECK(c.call("ack", 7, {{"key", c.str("k")}, {"lease", c.obj(lease + 1)}}).error_code() ==
+          "lease_mismatch");
+    CHECK(c.call("touch", 8, {{"key", c.str("k")}, {"lease", c.obj(lease + 1)}}).error_code() ==
+          "lease_mismatch");
     // A put on a taken task voids the lease: the holder's ack is now stale.
     REQUIRE(c.call("put", 9, {{"key", c.str("k")}, {"payload", c.obj(2)}}).ok());
-    CHECK(c.call("ack", 10, {{"key", c.str("k")}, {"lease", c.obj(lease)}}).error_code() == "lease_mismatch");
+    CHECK(c.call("ack", 10, {{"key", c.str("k")}, {"lease", c.obj(lease)}}).error_code() ==
+          "lease_mismatch");
     CHECK(c.call("kick", 11, {{"count", c.obj(0)}}).error_code() == "bad_request");
     CHECK(c.call("fly", 12).error_code() == "bad_request");
 }
@@ -205,8 +221,10 @@ TEST_CASE("bad input gets a clear error, and the node keeps serving") {
         CHECK(r.error_code() == "bad_request");
     }
     SECTION("oversized key and payload: too_large, nothing stored") {
-        CHECK(c.call("put", 6, {{"key", c.str(std::string(65, 'k'))}, {"payload", c.obj(1)}}).error_code() == "too_large");
-        CHECK(c.call("put", 7, {{"key", c.str("k")}, {"payload", c.str(std::string(20000, 'p'))}}).error_code() == "too_large");
+        CHECK(c.call("put", 6, {{"key", c.str(std::string(65, 'k'))}, {"payload", c.obj(1)}})
+                  .error_code() == "too_large");
+        CHECK(c.call("put", 7, {{"key", c.str("k")}, {"payload", c.str(std::string(20000, 'p'))}})
+                  .error_code() == "too_large");
         CHECK(c.call("stats", 8, {{"queue", c.str("default")}}).u("ready") == 0);
     }
     SECTION("oversized frame: too_large, then the connection is closed") {
@@ -220,11 +238,13 @@ TEST_CASE("bad input gets a clear error, and the node keeps serving") {
         std::mt19937 rng(7);
         for (int i = 0; i < 500; ++i) {
             std::string body(rng() % 64, '\0');
-            for (auto& ch : body) ch = char(rng());
+            for (auto& ch : body)
+                ch = char(rng());
             c.send_frame(body);
         }
         int answered = 0;
-        while (auto r = c.read(milliseconds(500))) answered += r->ok() ? 0 : 1;
+        while (auto r = c.read(milliseconds(500)))
+            answered += r->ok() ? 0 : 1;
         CHECK(answered == 500);
     }
     // Whatever happened on the other connection, this one is still served.
@@ -238,7 +258,8 @@ TEST_CASE("with auth_token set, only ping and hello work before a hello with the
     TestNode node(cfg);
     RawClient c(node.port());
     CHECK(c.call("ping", 1).ok());
-    CHECK(c.call("put", 2, {{"key", c.str("k")}, {"payload", c.obj(1)}}).error_code() == "unauthorized");
+    CHECK(c.call("put", 2, {{"key", c.str("k")}, {"payload", c.obj(1)}}).error_code() ==
+          "unauthorized");
     CHECK(c.call("hello", 3).error_code() == "unauthorized");
     CHECK(c.call("hello", 4, {{"token", c.str("wrong")}}).error_code() == "unauthorized");
     CHECK(c.call("get", 5, {{"key", c.str("k")}}).error_code() == "unauthorized");

@@ -1,7 +1,7 @@
 #include "node/support.h"
 
-#include <catch2/catch.hpp>
 #include <spdlog/spdlog.h>
+#include <catch2/catch.hpp>
 
 #include <future>
 #include <random>
@@ -13,8 +13,8 @@ using asio::ip::tcp;
 
 std::filesystem::path fresh_dir(const std::string& name) {
     std::random_device rd;
-    auto dir = std::filesystem::temp_directory_path() /
-               ("dueq-test-" + name + "-" + std::to_string(rd()));
+    auto dir =
+        std::filesystem::temp_directory_path() / ("dueq-test-" + name + "-" + std::to_string(rd()));
     std::filesystem::remove_all(dir);
     std::filesystem::create_directories(dir);
     return dir;
@@ -53,7 +53,9 @@ void TestNode::stop() {
     thread_.join();
 }
 
-TestNode::~TestNode() { stop(); }
+TestNode::~TestNode() {
+    stop();
+}
 
 const msgpack::object* Response::find(const std::string& key) const {
     const auto& r = root();
@@ -68,12 +70,15 @@ bool Response::ok() const {
     auto o = find("ok");
     return o && o->type == msgpack::type::BOOLEAN && o->via.boolean;
 }
-std::uint64_t Response::id() const { return find("id") ? find("id")->as<std::uint64_t>() : ~0ull; }
+std::uint64_t Response::id() const {
+    return find("id") ? find("id")->as<std::uint64_t>() : ~0ull;
+}
 std::string Response::error_code() const {
     auto e = find("error");
     if (!e) return "";
     for (std::uint32_t i = 0; i < e->via.map.size; ++i)
-        if (e->via.map.ptr[i].key.as<std::string>() == "code") return e->via.map.ptr[i].val.as<std::string>();
+        if (e->via.map.ptr[i].key.as<std::string>() == "code")
+            return e->via.map.ptr[i].val.as<std::string>();
     return "";
 }
 std::uint64_t Response::u(const std::string& key) const {
@@ -92,7 +97,9 @@ RawClient::RawClient(std::uint16_t port) : socket_(io_) {
     socket_.set_option(tcp::no_delay(true));
 }
 
-void RawClient::send_raw(const std::string& bytes) { asio::write(socket_, asio::buffer(bytes)); }
+void RawClient::send_raw(const std::string& bytes) {
+    asio::write(socket_, asio::buffer(bytes));
+}
 
 void RawClient::send_frame(const std::string& body) {
     const auto n = std::uint32_t(body.size());
@@ -120,14 +127,15 @@ bool RawClient::read_exact(char* buf, std::size_t n, std::chrono::milliseconds t
     std::size_t got = 0;
     bool failed = false;
     std::function<void()> step = [&] {
-        socket_.async_read_some(asio::buffer(buf + got, n - got), [&](boost::system::error_code ec, std::size_t k) {
-            if (ec) {
-                failed = true;
-                return;
-            }
-            got += k;
-            if (got < n) step();
-        });
+        socket_.async_read_some(asio::buffer(buf + got, n - got),
+                                [&](boost::system::error_code ec, std::size_t k) {
+                                    if (ec) {
+                                        failed = true;
+                                        return;
+                                    }
+                                    got += k;
+                                    if (got < n) step();
+                                });
     };
     step();
     last_closed_ = false;

@@ -2,16 +2,18 @@
 // frame-level client that can also send garbage.
 #pragma once
 
+// Before Asio, in its own block: Boost 1.74's awaitable.hpp needs std::exchange in C++20.
 #include <utility>
+
 #include <boost/asio.hpp>
 #include <msgpack.hpp>
 
 #include <chrono>
 #include <filesystem>
 #include <functional>
-#include <optional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -23,7 +25,7 @@ namespace dueq::test {
 std::filesystem::path fresh_dir(const std::string& name);
 
 class TestNode {
-public:
+  public:
     explicit TestNode(node::Config config) : TestNode(std::move(config), nullptr) {}
     // `storage_env`: RocksDB's environment for this node (Node::set_storage_env), e.g. a
     // fault-injection one; null for the default. It must outlive the TestNode.
@@ -34,7 +36,7 @@ public:
     std::uint16_t port() const { return port_; }
     void stop();
 
-private:
+  private:
     boost::asio::io_context io_;
     std::unique_ptr<node::Node> node_;
     std::thread thread_;
@@ -54,11 +56,11 @@ struct Response {
 };
 
 class RawClient {
-public:
+  public:
     explicit RawClient(std::uint16_t port);
     // Sends a request map built by `fill` with `n` entries (op and id are added).
-    void send_raw(const std::string& bytes);       // exactly these bytes
-    void send_frame(const std::string& body);      // length prefix + body
+    void send_raw(const std::string& bytes);   // exactly these bytes
+    void send_frame(const std::string& body);  // length prefix + body
     void send(const std::string& op, std::uint64_t id,
               const std::map<std::string, msgpack::object>& fields = {});
     // Reads one response frame; nullopt if the connection closed or `timeout` passed.
@@ -71,9 +73,11 @@ public:
     msgpack::zone zone;  // owns objects built for `fields`
     msgpack::object str(const std::string& s) { return msgpack::object(s, zone); }
     template <typename T>
-    msgpack::object obj(const T& v) { return msgpack::object(v, zone); }
+    msgpack::object obj(const T& v) {
+        return msgpack::object(v, zone);
+    }
 
-private:
+  private:
     bool read_exact(char* buf, std::size_t n, std::chrono::milliseconds timeout);
     boost::asio::io_context io_;
     boost::asio::ip::tcp::socket socket_;

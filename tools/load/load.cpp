@@ -27,9 +27,12 @@ std::int64_t now_ms() {
 std::string payload_of(std::size_t bytes) {
     // msgpack bin8/bin16/bin32 of `bytes` filler bytes.
     std::string p;
-    if (bytes < 256) p = {char(0xc4), char(bytes)};
-    else if (bytes < 65536) p = {char(0xc5), char(bytes >> 8), char(bytes)};
-    else p = {char(0xc6), char(bytes >> 24), char(bytes >> 16), char(bytes >> 8), char(bytes)};
+    if (bytes < 256)
+        p = {char(0xc4), char(bytes)};
+    else if (bytes < 65536)
+        p = {char(0xc5), char(bytes >> 8), char(bytes)};
+    else
+        p = {char(0xc6), char(bytes >> 24), char(bytes >> 16), char(bytes >> 8), char(bytes)};
     p.append(bytes, 'x');
     return p;
 }
@@ -71,7 +74,8 @@ struct Loop : std::enable_shared_from_this<Loop> {
     void record(Clock::time_point t0, bool ok) {
         if (!ok) ++run.errors;
         ++run.done;
-        lat.push_back(std::uint32_t(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count()));
+        lat.push_back(std::uint32_t(
+            std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count()));
     }
     void next() {
         if (!more()) return finish();
@@ -136,15 +140,26 @@ void preload(Run& run, Client& c) {
 
 int main(int argc, char** argv) {
     Run run;
-    CLI::App app{"dueq-load: drive a dueq node with puts or take+ack refresh cycles and print ops/s.\n"
-                 "Example: dueq-load put --connections 64 --depth 4 --seconds 10"};
-    app.add_option("op", run.op, "put | refresh")->required()->check(CLI::IsMember({"put", "refresh"}));
+    CLI::App app{
+        "dueq-load: drive a dueq node with puts or take+ack refresh cycles and print ops/s.\n"
+        "Example: dueq-load put --connections 64 --depth 4 --seconds 10"};
+    app.add_option("op", run.op, "put | refresh")
+        ->required()
+        ->check(CLI::IsMember({"put", "refresh"}));
     app.add_option("--addr", run.addrs, "node address(es), host:port")->capture_default_str();
-    app.add_option("--connections,-c", run.connections, "client connections")->capture_default_str()->check(CLI::Range(1, 1024));
-    app.add_option("--depth,-d", run.depth, "requests in flight per connection")->capture_default_str()->check(CLI::Range(1, 1024));
-    app.add_option("--seconds,-s", run.seconds, "how long to run (bounded)")->capture_default_str()->check(CLI::Range(0.1, 3600.0));
-    app.add_option("--max-ops", run.max_ops, "stop after this many ops (0: no limit)")->capture_default_str();
-    app.add_option("--keys", run.keys, "distinct keys (put) / tasks preloaded (refresh)")->capture_default_str();
+    app.add_option("--connections,-c", run.connections, "client connections")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 1024));
+    app.add_option("--depth,-d", run.depth, "requests in flight per connection")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 1024));
+    app.add_option("--seconds,-s", run.seconds, "how long to run (bounded)")
+        ->capture_default_str()
+        ->check(CLI::Range(0.1, 3600.0));
+    app.add_option("--max-ops", run.max_ops, "stop after this many ops (0: no limit)")
+        ->capture_default_str();
+    app.add_option("--keys", run.keys, "distinct keys (put) / tasks preloaded (refresh)")
+        ->capture_default_str();
     app.add_option("--payload-bytes", run.payload_bytes, "payload size")->capture_default_str();
     app.add_option("--queue", run.queue, "queue name")->capture_default_str();
     CLI11_PARSE(app, argc, argv);
@@ -157,7 +172,8 @@ int main(int argc, char** argv) {
         clients.push_back(std::make_unique<Client>(o));
     }
     if (auto p = clients[0]->ping(); !p.ok()) {
-        std::fprintf(stderr, "dueq-load: cannot reach %s: %s\n", run.addrs[0].c_str(), p.error().to_string().c_str());
+        std::fprintf(stderr, "dueq-load: cannot reach %s: %s\n", run.addrs[0].c_str(),
+                     p.error().to_string().c_str());
         return 1;
     }
     if (run.op == "refresh") {
@@ -171,11 +187,13 @@ int main(int argc, char** argv) {
     const int loops = run.connections * run.depth;
     std::uint64_t last = 0;
     auto last_t = t0;
-    while (Clock::now() - t0 < std::chrono::duration<double>(run.seconds) && !(run.max_ops && run.done >= run.max_ops)) {
+    while (Clock::now() - t0 < std::chrono::duration<double>(run.seconds) &&
+           !(run.max_ops && run.done >= run.max_ops)) {
         std::this_thread::sleep_for(std::chrono::milliseconds(1000));
         const auto n = run.done.load();
         const double dt = std::chrono::duration<double>(Clock::now() - last_t).count();
-        std::fprintf(stderr, "\r%s: %llu ops, %.0f ops/s, %llu errors   ", run.op.c_str(), (unsigned long long)n, (n - last) / dt, (unsigned long long)run.errors.load());
+        std::fprintf(stderr, "\r%s: %llu ops, %.0f ops/s, %llu errors   ", run.op.c_str(),
+                     (unsigned long long)n, (n - last) / dt, (unsigned long long)run.errors.load());
         last = n;
         last_t = Clock::now();
     }
@@ -187,11 +205,15 @@ int main(int argc, char** argv) {
     const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
     auto& l = run.latencies_us;
     std::sort(l.begin(), l.end());
-    auto pct = [&](double p) { return l.empty() ? 0u : l[std::min(l.size() - 1, std::size_t(p * l.size()))]; };
+    auto pct = [&](double p) {
+        return l.empty() ? 0u : l[std::min(l.size() - 1, std::size_t(p * l.size()))];
+    };
     std::fprintf(stderr, "\n");
-    std::printf("{\"op\":\"%s\",\"connections\":%d,\"depth\":%d,\"ops\":%llu,\"errors\":%llu,\"seconds\":%.2f,"
-                "\"ops_per_s\":%.0f,\"p50_us\":%u,\"p99_us\":%u}\n",
-                run.op.c_str(), run.connections, run.depth, (unsigned long long)run.done.load(),
-                (unsigned long long)run.errors.load(), secs, run.done / secs, pct(0.5), pct(0.99));
+    std::printf(
+        "{\"op\":\"%s\",\"connections\":%d,\"depth\":%d,\"ops\":%llu,\"errors\":%llu,\"seconds\":%."
+        "2f,"
+        "\"ops_per_s\":%.0f,\"p50_us\":%u,\"p99_us\":%u}\n",
+        run.op.c_str(), run.connections, run.depth, (unsigned long long)run.done.load(),
+        (unsigned long long)run.errors.load(), secs, run.done / secs, pct(0.5), pct(0.99));
     return run.errors > 0 ? 3 : 0;
 }
