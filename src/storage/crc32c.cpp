@@ -51,12 +51,14 @@ const bool kHasHw = __builtin_cpu_supports("sse4.2");
 
 }  // namespace
 
-std::uint32_t crc32c(const void* data, std::size_t n) {
+std::uint32_t crc32c_extend(std::uint32_t crc, const void* data, std::size_t n) {
     const auto* p = static_cast<const unsigned char*>(data);
 #if defined(__x86_64__)
-    if (kHasHw) return ~crc_hw(~0u, p, n);
+    if (kHasHw) return ~crc_hw(~crc, p, n);
 #endif
-    return ~crc_table(~0u, p, n);
+    return ~crc_table(~crc, p, n);
 }
+
+std::uint32_t crc32c(const void* data, std::size_t n) { return crc32c_extend(0, data, n); }
 
 }  // namespace dueq::storage

@@ -36,18 +36,24 @@ rocksdb::Slice slice(std::string_view s) {
 
 }  // namespace
 
-std::string seal(std::string_view body) {
-    const std::uint32_t c = crc32c(body.data(), body.size());
+namespace {
+std::uint32_t record_crc(std::string_view key, std::string_view body) {
+    return crc32c_extend(crc32c(key.data(), key.size()), body.data(), body.size());
+}
+}  // namespace
+
+std::string seal(std::string_view body, std::string_view key) {
+    const std::uint32_t c = record_crc(key, body);
     std::string out{char(c >> 24), char(c >> 16), char(c >> 8), char(c)};
     out.append(body);
     return out;
 }
 
-std::optional<std::string_view> unseal(std::string_view record) {
+std::optional<std::string_view> unseal(std::string_view record, std::string_view key) {
     if (record.size() < 4) return std::nullopt;
     const auto* p = reinterpret_cast<const unsigned char*>(record.data());
     const std::uint32_t want = (std::uint32_t(p[0]) << 24) | (p[1] << 16) | (p[2] << 8) | p[3];
-    if (crc32c(record.data() + 4, record.size() - 4) != want) return std::nullopt;
+    if (record_crc(key, record.substr(4)) != want) return std::nullopt;
     return record.substr(4);
 }
 
@@ -102,7 +108,7 @@ Status Database::load(queue::Store& store, std::uint64_t& applied_index, std::in
     std::string value;
     auto s = db_->Get({}, handles_[kMeta], slice(kAppliedKey), &value);
     if (s.ok()) {
-        auto body = unseal(value);
+        auto body = unseal(value, kAppliedKey);
         if (!body || body->size() != 16) return Status::error("corrupt record meta/applied");
         applied_index = get_be64(*body);
         applied_time = std::int64_t(get_be64(body->substr(8)));
@@ -111,7 +117,7 @@ Status Database::load(queue::Store& store, std::uint64_t& applied_index, std::in
     }
     s = db_->Get({}, handles_[kMeta], slice(kStoreMetaKey), &value);
     if (s.ok()) {
-        auto body = unseal(value);
+        auto body = unseal(value, kStoreMetaKey);
         if (!body || !store.load_meta(*body)) return Status::error("corrupt record meta/store");
     } else if (!s.IsNotFound()) {
         return Status::error("reading meta/store: " + s.ToString());
@@ -122,7 +128,7 @@ Status Database::load(queue::Store& store, std::uint64_t& applied_index, std::in
         auto k = it->key().ToStringView();
         const std::size_t qlen =
             k.size() >= 2 ? (std::size_t((unsigned char)k[0]) << 8 | (unsigned char)k[1]) : 0;
-        auto body = unseal(it->value().ToStringView());
+        auto body = unseal(it->value().ToStringView(), k);
         if (k.size() < 2 + qlen || !body ||
             !store.load_task(k.substr(2, qlen), k.substr(2 + qlen), *body))
             return Status::error("corrupt task record in column family 'tasks'");
@@ -133,7 +139,7 @@ Status Database::load(queue::Store& store, std::uint64_t& applied_index, std::in
     std::uint64_t expect = applied_index + 1;
     for (log->Seek(slice(index_key(applied_index + 1))); log->Valid(); log->Next()) {
         const std::uint64_t index = get_be64(log->key().ToStringView());
-        auto body = unseal(log->value().ToStringView());
+        auto body = unseal(log->value().ToStringView(), log->key().ToStringView());
         if (!body || body->size() < 8)
             return Status::error("corrupt log entry " + std::to_string(index));
         if (index != expect)
@@ -155,15 +161,15 @@ Status Database::write(const std::vector<LogRecord>& appends,
         for (const auto& c : a.changes) {
             const std::string k = task_key(c.queue, c.key);
             if (c.encoded)
-                batch.Put(handles_[kTasks], k, seal(*c.encoded));
+                batch.Put(handles_[kTasks], k, seal(*c.encoded, k));
             else
                 batch.Delete(handles_[kTasks], k);
         }
         body.clear();
         put_be64(body, a.applied_index);
         put_be64(body, std::uint64_t(a.applied_time));
-        batch.Put(handles_[kMeta], slice(kAppliedKey), seal(body));
-        batch.Put(handles_[kMeta], slice(kStoreMetaKey), seal(a.store_meta));
+        batch.Put(handles_[kMeta], slice(kAppliedKey), seal(body, kAppliedKey));
+        batch.Put(handles_[kMeta], slice(kStoreMetaKey), seal(a.store_meta, kStoreMetaKey));
         if (a.trim_through >= first_log_index_) {
             batch.DeleteRange(handles_[kLog], index_key(first_log_index_),
                               index_key(a.trim_through + 1));
@@ -174,7 +180,8 @@ Status Database::write(const std::vector<LogRecord>& appends,
         body.clear();
         put_be64(body, std::uint64_t(r.time));
         body.append(r.command);
-        batch.Put(handles_[kLog], index_key(r.index), seal(body));
+        const std::string key = index_key(r.index);
+        batch.Put(handles_[kLog], key, seal(body, key));
     }
     rocksdb::WriteOptions wo;
     wo.sync = sync_ && !appends.empty();

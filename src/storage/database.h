@@ -84,9 +84,11 @@ class Database {
     std::uint64_t last_log_index_ = 0, first_log_index_ = 1;
 };
 
-// Record encoding, exposed for tests: CRC-32C of the body (4 bytes, big-endian) + body.
-std::string seal(std::string_view body);
-std::optional<std::string_view> unseal(std::string_view record);  // nullopt: checksum mismatch
+// Record encoding, exposed for tests: CRC-32C (4 bytes, big-endian) + body. The CRC
+// covers the record's key too, so a valid value stored under another key is caught.
+std::string seal(std::string_view body, std::string_view key = {});
+// nullopt: checksum mismatch.
+std::optional<std::string_view> unseal(std::string_view record, std::string_view key = {});
 std::string task_key(std::string_view queue, std::string_view key);
 
 }  // namespace dueq::storage

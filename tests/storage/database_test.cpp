@@ -231,7 +231,7 @@ TEST_CASE("a record too short to be valid is refused even with a correct checksu
     build(dir.str(), 4, 2);
     {
         RawDb raw(dir.str());
-        raw.put("meta", "applied", storage::seal("12345678"));  // 8 bytes, not 16
+        raw.put("meta", "applied", storage::seal("12345678", "applied"));  // 8 bytes, not 16
     }
     std::vector<LogRecord> tail;
     auto st = load(dir.str(), tail);

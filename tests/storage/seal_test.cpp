@@ -1,4 +1,4 @@
-// Record sealing (storage/database.h): every stored value carries a CRC-32 of its body.
+// Record sealing (storage/database.h): every stored value carries a CRC-32C of its key and body.
 #include <catch2/catch.hpp>
 
 #include <string>
@@ -37,4 +37,12 @@ TEST_CASE("records too short to hold a checksum, or cut short, are rejected") {
     const std::string sealed = seal("some body");
     CHECK_FALSE(unseal(std::string_view(sealed).substr(0, sealed.size() - 1)));
     CHECK_FALSE(unseal(sealed + "!"));
+}
+
+TEST_CASE("a sealed value read back under another key is refused") {
+    const std::string six = std::string(7, '\0') + '\x06', five = std::string(7, '\0') + '\x05';
+    const std::string sealed = seal("entry six", six);
+    CHECK(unseal(sealed, six) == "entry six");
+    CHECK_FALSE(unseal(sealed, five));
+    CHECK_FALSE(unseal(sealed));
 }
