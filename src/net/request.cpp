@@ -28,6 +28,8 @@ constexpr std::array<std::pair<std::string_view, Op>, 14> kOps{{
     {"status", Op::status},
 }};
 
+constexpr std::int64_t kMaxTakeTimeoutMs = 86'400'000;
+
 struct Fail {
     Code code;
     std::string message;
@@ -77,7 +79,8 @@ std::optional<Fail> read_field(std::string_view name, const MsgValue& v, Request
     } else if (name == "ttr_ms") {
         return as_ms(r.ttr_ms, true);
     } else if (name == "timeout_ms") {
-        return as_ms(r.timeout_ms, true);
+        if (auto f = as_ms(r.timeout_ms, true)) return f;
+        if (*r.timeout_ms > kMaxTakeTimeoutMs) return bad_type("at most 86400000 (one day)");
     } else if (name == "delay_ms") {
         return as_ms(r.delay_ms, true);
     } else if (name == "lead_ms") {

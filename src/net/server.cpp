@@ -30,7 +30,7 @@ void Connection::start() {
 }
 
 void Connection::read_more() {
-    if (!open_ || closing_) return;
+    if (!open_ || closing_ || paused_) return;
     if (in_len_ == in_.size()) in_.resize(in_.size() * 2);
     socket_.async_read_some(
         asio::buffer(in_.data() + in_len_, in_.size() - in_len_),
@@ -49,6 +49,10 @@ void Connection::consume() {
     std::size_t pos = 0;
     auto self = shared_from_this();
     while (open_ && !closing_ && in_len_ - pos >= 4) {
+        if (unsent_bytes_ > kMaxUnsentBytes) {
+            paused_ = true;  // on_written resumes once the client has read
+            break;
+        }
         const auto* p = reinterpret_cast<const unsigned char*>(in_.data() + pos);
         const std::size_t len = (std::size_t(p[0]) << 24) | (p[1] << 16) | (p[2] << 8) | p[3];
         if (len > limits_.max_frame_bytes) {
@@ -76,6 +80,7 @@ void Connection::consume() {
 
 void Connection::send(std::string frame) {
     if (!open_) return;
+    unsent_bytes_ += frame.size();
     out_queue_.push_back(std::move(frame));
     if (!writing_) write_more();
 }
@@ -95,13 +100,24 @@ void Connection::write_more() {
         bufs.emplace_back(asio::buffer(f));
     asio::async_write(socket_, bufs,
                       [self = shared_from_this()](boost::system::error_code ec, std::size_t) {
-                          self->out_flight_.clear();
-                          if (ec) {
-                              self->close();
-                              return;
-                          }
-                          self->write_more();
+                          self->on_written(ec);
                       });
+}
+
+void Connection::on_written(boost::system::error_code ec) {
+    for (const auto& f : out_flight_)
+        unsent_bytes_ -= f.size();
+    out_flight_.clear();
+    if (ec) {
+        close();
+        return;
+    }
+    if (paused_ && unsent_bytes_ <= kMaxUnsentBytes / 2) {
+        paused_ = false;
+        consume();
+        read_more();
+    }
+    write_more();
 }
 
 void Connection::close_after_send() {
@@ -116,6 +132,7 @@ void Connection::close() {
     socket_.shutdown(tcp::socket::shutdown_both, ec);
     socket_.close(ec);
     out_queue_.clear();
+    unsent_bytes_ = 0;
     if (on_close_) on_close_(shared_from_this());
 }
 
@@ -146,6 +163,7 @@ Server::Server(asio::io_context& io, const std::string& listen, const Limits& li
                Connection::FrameHandler on_frame, Connection::CloseHandler on_close)
     : io_(io),
       acceptor_(io),
+      retry_(io),
       limits_(limits),
       on_frame_(std::move(on_frame)),
       on_close_(std::move(on_close)) {
@@ -162,16 +180,21 @@ void Server::accept() {
         if (ec == asio::error::operation_aborted) return;
         if (!ec) {
             std::make_shared<Connection>(std::move(socket), limits_, on_frame_, on_close_)->start();
-        } else {
-            spdlog::warn("accept failed: {}", ec.message());
+            return accept();
         }
-        accept();
+        // Out of descriptors, most likely: accepting again at once would fail at once.
+        spdlog::warn("accept failed: {}; retrying in 100 ms", ec.message());
+        retry_.expires_after(std::chrono::milliseconds(100));
+        retry_.async_wait([this](boost::system::error_code e) {
+            if (!e) accept();
+        });
     });
 }
 
 void Server::stop() {
     boost::system::error_code ec;
     acceptor_.close(ec);
+    retry_.cancel();
 }
 
 }  // namespace dueq::net

@@ -44,6 +44,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     void read_more();
     void consume();
     void write_more();
+    void on_written(boost::system::error_code ec);
 
     boost::asio::ip::tcp::socket socket_;
     const Limits& limits_;
@@ -52,6 +53,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
     std::vector<char> in_;
     std::size_t in_len_ = 0;
     std::vector<std::string> out_queue_, out_flight_;
+    // Bytes of replies not yet written. Above kMaxUnsentBytes the connection stops
+    // reading and answering, so a client that never reads cannot grow the node's memory.
+    std::size_t unsent_bytes_ = 0;
+    bool paused_ = false;
+    static constexpr std::size_t kMaxUnsentBytes = 32u << 20;
     bool writing_ = false, open_ = true, closing_ = false;
 };
 
@@ -66,6 +72,7 @@ class Server {
     void accept();
     boost::asio::io_context& io_;
     boost::asio::ip::tcp::acceptor acceptor_;
+    boost::asio::steady_timer retry_;  // after a failed accept (out of descriptors)
     const Limits& limits_;
     Connection::FrameHandler on_frame_;
     Connection::CloseHandler on_close_;

@@ -2,6 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <iterator>
+
 #include "net/frame.h"
 #include "node/replies.h"
 #include "queue/command_codec.h"
@@ -52,15 +55,17 @@ std::optional<std::string> Node::start() {
     std::int64_t applied_time = 0;
     st = db_->load(store_, applied_index_, applied_time, tail);
     if (!st.ok) return "refusing to serve from " + config_.data_dir + ": " + st.message;
-    last_time_ = applied_time;
+    store_time_ = applied_time;
     for (const auto& r : tail) {
         auto cmd = queue::decode_command(r.command);
         if (!cmd)
             return "refusing to serve: log entry " + std::to_string(r.index) + " does not decode";
-        last_time_ = std::max(last_time_, r.time);
-        store_.apply(*cmd, last_time_);
+        // Each entry is applied at the time it was stamped with, as it was live.
+        store_time_ = std::max(store_time_, r.time);
+        store_.apply(*cmd, store_time_);
         applied_index_ = r.index;
     }
+    last_time_ = store_time_;
     last_index_ = std::max(applied_index_, db_->last_log_index());
     spdlog::info("loaded {} tasks; replayed {} log entries; applied index {}", store_.task_count(),
                  tail.size(), applied_index_);
@@ -103,6 +108,7 @@ std::uint16_t Node::client_port() const {
 }
 
 void Node::on_frame(const std::shared_ptr<net::Connection>& conn, std::string_view frame) {
+    if (stopped_) return;
     if (conn->session == 0) {
         conn->session = ++next_session_;
         sessions_[conn->session].connections = 1;
@@ -243,7 +249,8 @@ void Node::on_durable(std::uint64_t index) {
 }
 
 void Node::apply_one(Pending& p) {
-    queue::Result result = store_.apply(p.command, p.time);
+    store_time_ = std::max(store_time_, p.time);
+    queue::Result result = store_.apply(p.command, store_time_);
     applied_index_ = p.index;
     if (auto* take = std::get_if<queue::Take>(&p.command)) {
         if (result.ok() && result.tasks.empty() && p.reply.wait_until &&
@@ -252,9 +259,13 @@ void Node::apply_one(Pending& p) {
                 return wait_for_task(p.reply, std::move(*take), *p.reply.wait_until);
             return;
         }
-        if (!result.tasks.empty() && take->release_on_disconnect)
-            if (auto it = sessions_.find(take->session); it != sessions_.end())
-                it->second.took_tasks = true;
+        if (!result.tasks.empty() && take->release_on_disconnect) {
+            auto [it, fresh] = sessions_.try_emplace(take->session);
+            it->second.took_tasks = true;
+            // The taker closed before its take was applied and its session is gone: give
+            // the tasks the same grace period as any disconnect.
+            if (fresh) start_grace(take->session);
+        }
     }
     answer(p.reply, result);
 }
@@ -268,7 +279,7 @@ void Node::answer(const Reply& reply, const queue::Result& result) {
 void Node::persist_applied() {
     storage::AppliedState state;
     state.applied_index = applied_index_;
-    state.applied_time = last_time_;
+    state.applied_time = store_time_;
     store_.drain_changes(
         [&](std::string_view q, std::string_view k, const std::optional<std::string>& encoded) {
             state.changes.push_back(storage::TaskChange{std::string(q), std::string(k), encoded});
@@ -307,10 +318,12 @@ void Node::on_timer() {
     // advance the store themselves when they apply.
     if (pending_.empty()) {
         last_time_ = std::max(last_time_, now);
-        store_.advance(last_time_);
+        store_time_ = last_time_;
+        store_.advance(store_time_);
         persist_applied();
     }
-    for (auto& [queue, list] : waiters_) {
+    for (auto it = waiters_.begin(); it != waiters_.end();) {
+        auto& [queue, list] = *it;
         std::deque<Waiter> keep;
         for (auto& w : list) {
             auto c = w.reply.conn.lock();
@@ -322,22 +335,29 @@ void Node::on_timer() {
         }
         list.swap(keep);
         wake_waiters(queue);
+        it = list.empty() ? waiters_.erase(it) : std::next(it);
     }
     arm_timer();
 }
 
 void Node::arm_timer() {
     if (stopped_) return;
-    const std::int64_t now = std::max(last_time_, now_ms());
-    std::optional<std::int64_t> at = store_.next_event_any(now);
+    // Events are looked up from the store's own time: whatever came due since it last
+    // advanced must wake the timer too.
+    std::optional<std::int64_t> at = store_.next_event_any(store_time_);
     for (const auto& [queue, list] : waiters_)
         for (const auto& w : list)
             at = at ? std::min(*at, w.deadline) : w.deadline;
-    if (!pending_.empty() && at) at = std::max(*at, now + 2);
     if (!at) return;
+    const std::int64_t now = now_ms();
+    // While commands are in flight the store cannot advance (on_timer); look again soon.
+    if (!pending_.empty()) at = std::max(*at, now + 2);
     if (timer_at_ != 0 && timer_at_ <= *at) return;
     timer_at_ = *at;
-    timer_.expires_after(std::chrono::milliseconds(std::max<std::int64_t>(0, *at - now_ms())));
+    // A task due in 300 years would overflow the timer's nanoseconds; waking once an hour
+    // to look again costs nothing.
+    const std::int64_t delay = std::clamp<std::int64_t>(*at - now, 0, 3'600'000);
+    timer_.expires_after(std::chrono::milliseconds(delay));
     timer_.async_wait([this](boost::system::error_code ec) {
         if (!ec) on_timer();
     });
@@ -355,11 +375,16 @@ void Node::detach_session(std::uint64_t id) {
         sessions_.erase(it);
         return;
     }
+    start_grace(id);
+}
+
+void Node::start_grace(std::uint64_t id) {
     // Its tasks stay taken for the grace period, in case the client resumes the session.
     if (config_.session_grace_ms == 0) return end_session(id);
-    it->second.grace = std::make_unique<asio::steady_timer>(io_);
-    it->second.grace->expires_after(std::chrono::milliseconds(config_.session_grace_ms));
-    it->second.grace->async_wait([this, id](boost::system::error_code ec) {
+    auto& grace = sessions_[id].grace;
+    grace = std::make_unique<asio::steady_timer>(io_);
+    grace->expires_after(std::chrono::milliseconds(config_.session_grace_ms));
+    grace->async_wait([this, id](boost::system::error_code ec) {
         if (!ec) end_session(id);
     });
 }

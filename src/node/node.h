@@ -98,6 +98,7 @@ class Node {
     void arm_timer();
 
     void detach_session(std::uint64_t session);  // one connection of it closed or moved
+    void start_grace(std::uint64_t session);
     void end_session(std::uint64_t session);
 
     boost::asio::io_context& io_;
@@ -111,6 +112,7 @@ class Node {
     std::uint64_t applied_index_ = 0;
     std::uint64_t persisted_index_ = 0;  // applied index last handed to the writer
     std::int64_t last_time_ = 0;         // last log time handed out (monotonic)
+    std::int64_t store_time_ = 0;        // time of the last apply or advance: the store's now
     std::deque<Pending> pending_;        // proposed, not yet applied, in index order
     std::uint64_t next_session_ = 0;
     std::unordered_map<std::uint64_t, Session> sessions_;
