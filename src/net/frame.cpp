@@ -1,5 +1,7 @@
 #include "net/frame.h"
 
+#include <utility>
+
 namespace dueq::net {
 
 void FrameBuilder::begin_ok(std::uint64_t id, std::uint32_t extra) {
@@ -11,13 +13,13 @@ void FrameBuilder::begin_ok(std::uint64_t id, std::uint32_t extra) {
 }
 
 std::string FrameBuilder::finish() {
-    const auto n = std::uint32_t(buf_.size() - 4);
-    char* p = buf_.data();
-    p[0] = char(n >> 24);
-    p[1] = char(n >> 16);
-    p[2] = char(n >> 8);
-    p[3] = char(n);
-    return std::string(buf_.data(), buf_.size());
+    std::string& b = buf_.bytes;
+    const auto n = std::uint32_t(b.size() - 4);
+    b[0] = char(n >> 24);
+    b[1] = char(n >> 16);
+    b[2] = char(n >> 8);
+    b[3] = char(n);
+    return std::move(b);
 }
 
 std::string error_frame(std::uint64_t id, queue::Code code, std::string_view message,

@@ -14,11 +14,18 @@
 
 namespace dueq::net {
 
+// What msgpack-c's packer writes into: the frame's own string, so finish() hands it over
+// without a copy.
+struct FrameBuffer {
+    std::string bytes;
+    void write(const char* data, std::size_t n) { bytes.append(data, n); }
+};
+
 class FrameBuilder {
   public:
-    FrameBuilder() : pk_(buf_) { buf_.write("\0\0\0\0", 4); }
+    FrameBuilder() : pk_(buf_) { buf_.bytes.assign(4, '\0'); }
 
-    msgpack::packer<msgpack::sbuffer>& pk() { return pk_; }
+    msgpack::packer<FrameBuffer>& pk() { return pk_; }
     void key(std::string_view k) {
         pk_.pack_str(std::uint32_t(k.size())), pk_.pack_str_body(k.data(), std::uint32_t(k.size()));
     }
@@ -30,8 +37,8 @@ class FrameBuilder {
     std::string finish();
 
   private:
-    msgpack::sbuffer buf_;
-    msgpack::packer<msgpack::sbuffer> pk_;
+    FrameBuffer buf_;
+    msgpack::packer<FrameBuffer> pk_;
 };
 
 // {"id": id, "ok": false, "error": {"code", "message", "leader"?}}
