@@ -17,10 +17,6 @@ using namespace std::chrono;
 
 namespace {
 
-std::int64_t now_ms() {
-    return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
-}
-
 struct Acked {
     std::mutex mu;  // guards puts and acks
     std::set<std::string> puts;
@@ -43,7 +39,7 @@ void put_loop(std::uint16_t port, int writer, int round, std::atomic<bool>& stop
                        {{"queue", c.str("crash")},
                         {"key", c.str(key)},
                         {"payload", c.str("v-" + key)},
-                        {"time", c.obj(now_ms() + 3'600'000)}});
+                        {"time", c.obj(wall_ms() + 3'600'000)}});
                 in_flight[next++] = key;
             }
             if (in_flight.empty()) break;
@@ -78,7 +74,7 @@ void ack_loop(std::uint16_t port, std::atomic<bool>& stop, Acked& acked) {
                 std::map<std::string, msgpack::object> t;
                 tasks->via.array.ptr[i].convert(t);
                 const auto key = t.at("key").as<std::string>();
-                const std::int64_t next_time = now_ms() + 7'200'000;
+                const std::int64_t next_time = wall_ms() + 7'200'000;
                 c.send("ack", id,
                        {{"queue", c.str("work")},
                         {"key", c.str(key)},

@@ -20,6 +20,11 @@ std::filesystem::path fresh_dir(const std::string& name) {
     return dir;
 }
 
+std::int64_t wall_ms() {
+    using namespace std::chrono;
+    return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
+
 node::Config TestNode::config_for(const std::string& name) {
     node::Config c = node::parse_config(node::default_config_text(), "built-in");
     c.client_listen = "127.0.0.1:0";

@@ -23,6 +23,8 @@
 namespace dueq::test {
 
 std::filesystem::path fresh_dir(const std::string& name);
+// Wall-clock ms since the Unix epoch, as task times are.
+std::int64_t wall_ms();
 
 class TestNode {
   public:

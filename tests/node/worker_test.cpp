@@ -31,11 +31,6 @@ Run run(const std::string& cmd) {
     return r;
 }
 
-std::int64_t now_ms() {
-    using namespace std::chrono;
-    return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
-}
-
 }  // namespace
 
 TEST_CASE("dueqctl worker refreshes due tokens and acks them with a new time") {
@@ -52,7 +47,7 @@ TEST_CASE("dueqctl worker refreshes due tokens and acks them with a new time") {
     REQUIRE(run(ctl + " put tokens later --payload '{\"token\":\"old\"}' --time +2h").status == 0);
 
     SECTION("builtin refresh") {
-        const auto t0 = now_ms();
+        const auto t0 = wall_ms();
         auto w =
             run(ctl + " worker tokens --builtin-refresh --next-in 1h --max-tasks 4 --duration 20s");
         CHECK(w.status == 0);
