@@ -88,7 +88,85 @@ queue::QueueSettings parse_queue(const toml::table& t, queue::QueueSettings s,
     return s;
 }
 
+void parse_cluster(const toml::table& t, Config& c, const std::string& source) {
+    check_keys(t, "cluster", {"id", "members"}, source);
+    c.cluster_id = get_str(t, "id", c.cluster_id, "cluster", source);
+    if (c.cluster_id.empty() || c.cluster_id.size() > 64)
+        fail(source, "[cluster] id must be 1..64 characters");
+    auto members = t.get("members");
+    if (!members) return;
+    if (!members->is_array()) fail(source, "[cluster] members must be an array of tables");
+    std::set<std::string> ids, peers, clients;
+    for (const auto& m : *members->as_array()) {
+        if (!m.is_table())
+            fail(source, "[cluster] members: each member is a table {id, peer, client}");
+        const auto& mt = *m.as_table();
+        check_keys(mt, "cluster.members", {"id", "peer", "client"}, source);
+        Member member{get_str(mt, "id", "", "cluster.members", source),
+                      get_str(mt, "peer", "", "cluster.members", source),
+                      get_str(mt, "client", "", "cluster.members", source)};
+        if (member.id.empty() || member.peer.empty() || member.client.empty())
+            fail(source, "[cluster] members: every member needs id, peer and client");
+        if (!ids.insert(member.id).second)
+            fail(source, "[cluster] members: id '" + member.id + "' appears twice");
+        if (!peers.insert(member.peer).second)
+            fail(source, "[cluster] members: peer address " + member.peer + " appears twice");
+        if (!clients.insert(member.client).second)
+            fail(source, "[cluster] members: client address " + member.client + " appears twice");
+        c.members.push_back(std::move(member));
+    }
+    if (c.members.size() > 9) fail(source, "[cluster] members: at most 9 voters");
+    if (!c.members.empty() && raft_id_of(c, c.node_id) == 0)
+        fail(source, "[node] id '" + c.node_id + "' is not one of [cluster] members");
+}
+
+void parse_raft(const toml::table& t, RaftTimings& r, const std::string& source) {
+    check_keys(t, "raft", {"tick_ms", "heartbeat_ms", "election_timeout_ms", "snapshot_entries"},
+               source);
+    r.tick_ms = get_int<std::uint32_t>(t, "tick_ms", r.tick_ms, 1, 1000, "raft", source);
+    r.heartbeat_ms =
+        get_int<std::uint32_t>(t, "heartbeat_ms", r.heartbeat_ms, 1, 60'000, "raft", source);
+    r.election_timeout_ms = get_int<std::uint32_t>(t, "election_timeout_ms",
+                                                   r.election_timeout_ms, 1, 600'000, "raft", source);
+    r.snapshot_entries = get_int<std::uint64_t>(t, "snapshot_entries", r.snapshot_entries, 10,
+                                                1'000'000'000, "raft", source);
+    if (r.heartbeat_ms < r.tick_ms)
+        fail(source, "[raft] heartbeat_ms (" + std::to_string(r.heartbeat_ms) +
+                         ") must be at least tick_ms (" + std::to_string(r.tick_ms) + ")");
+    // A follower must hear several heartbeats per election timeout, or a single late
+    // packet deposes a healthy leader (and CheckQuorum steps it down).
+    if (r.election_timeout_ms < 3 * r.heartbeat_ms)
+        fail(source, "[raft] election_timeout_ms (" + std::to_string(r.election_timeout_ms) +
+                         ") must be at least 3 x heartbeat_ms (" +
+                         std::to_string(r.heartbeat_ms) + "); 10 x is usual");
+}
+
 }  // namespace
+
+std::uint64_t raft_id_of(const Config& c, const std::string& node_id) {
+    for (std::size_t i = 0; i < c.members.size(); ++i)
+        if (c.members[i].id == node_id) return i + 1;
+    return 0;
+}
+
+std::uint64_t membership_fingerprint(const Config& c) {
+    // FNV-1a over the fields, with separators: stable across builds and machines.
+    std::uint64_t h = 1469598103934665603ULL;
+    auto mix = [&](std::string_view s) {
+        for (unsigned char ch : s) {
+            h ^= ch;
+            h *= 1099511628211ULL;
+        }
+        h ^= 0xff;
+        h *= 1099511628211ULL;
+    };
+    mix(c.cluster_id);
+    for (const auto& m : c.members) {
+        mix(m.id);
+        mix(m.peer);
+    }
+    return h;
+}
 
 const std::string& default_config_text() {
     return kDefault;
@@ -104,7 +182,8 @@ Config parse_config(const std::string& text, const std::string& source) {
             << e.source().begin.column;
         fail(source, msg.str());
     }
-    check_keys(root, "top level", {"node", "storage", "sessions", "limits", "queues", "log"},
+    check_keys(root, "top level",
+               {"node", "cluster", "raft", "storage", "sessions", "limits", "queues", "log"},
                source);
     Config c;
     const toml::table empty;
@@ -116,7 +195,8 @@ Config parse_config(const std::string& text, const std::string& source) {
     };
 
     const auto& node = section("node");
-    check_keys(node, "node", {"id", "client_listen", "client_advertise", "data_dir", "auth_token"},
+    check_keys(node, "node",
+               {"id", "client_listen", "client_advertise", "peer_listen", "data_dir", "auth_token"},
                source);
     c.node_id = get_str(node, "id", c.node_id, "node", source);
     if (c.node_id.empty() || c.node_id.size() > 64)
@@ -125,6 +205,9 @@ Config parse_config(const std::string& text, const std::string& source) {
     c.client_advertise = get_str(node, "client_advertise", c.client_listen, "node", source);
     c.data_dir = get_str(node, "data_dir", c.data_dir, "node", source);
     c.auth_token = get_str(node, "auth_token", "", "node", source);
+    c.peer_listen = get_str(node, "peer_listen", "", "node", source);
+    parse_cluster(section("cluster"), c, source);
+    parse_raft(section("raft"), c.raft, source);
 
     const auto& storage = section("storage");
     check_keys(storage, "storage", {"fsync", "log_keep"}, source);

@@ -5,6 +5,7 @@
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "net/limits.h"
 #include "queue/command.h"
@@ -15,12 +16,33 @@ struct ConfigError : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
+// One member of the cluster, as every node's config lists it.
+struct Member {
+    std::string id;      // the node's name ([node] id)
+    std::string peer;    // host:port where the other nodes reach its peer listener
+    std::string client;  // host:port clients are redirected to
+};
+
+// [raft]: timings in ms. The Raft core counts ticks; tick_ms converts.
+struct RaftTimings {
+    std::uint32_t tick_ms = 10;
+    std::uint32_t heartbeat_ms = 100;
+    std::uint32_t election_timeout_ms = 1000;
+    std::uint64_t snapshot_entries = 10'000;  // applied entries between snapshots
+};
+
 struct Config {
     std::string node_id = "n1";
     std::string client_listen = "127.0.0.1:7700";
     std::string client_advertise;  // what clients are told; defaults to client_listen
     std::string data_dir = "./data/n1";
     std::string auth_token;           // non-empty: clients must say hello with it first
+    std::string peer_listen;          // where peers connect; defaults to this member's `peer`
+    std::string cluster_id = "dueq";
+    // Every voter, this node included, in the same order on every node (the position
+    // is the member's Raft id, 1-based). Empty: a standalone node.
+    std::vector<Member> members;
+    RaftTimings raft;
     bool fsync = true;                // storage.fsync: "always" | "never"
     std::uint64_t log_keep = 10'000;  // log entries kept behind the applied index
     queue::Millis session_grace_ms = 5'000;
@@ -29,6 +51,11 @@ struct Config {
     queue::QueueSettings queue_defaults;
     std::map<std::string, queue::QueueSettings> queues;
 };
+
+// The position of node_id in members, 1-based (0: not a member or standalone).
+std::uint64_t raft_id_of(const Config& c, const std::string& node_id);
+// A hash of the cluster id and the member list: nodes whose lists differ refuse each other.
+std::uint64_t membership_fingerprint(const Config& c);
 
 // Parses TOML text; `source` names it in error messages.
 Config parse_config(const std::string& text, const std::string& source);

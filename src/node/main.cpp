@@ -31,6 +31,10 @@ int main(int argc, char** argv) {
     app.add_option("--log-level", log_level,
                    "trace, debug, info, warn, error (overrides [log] level)");
     app.add_flag("--print-default-config", print_default, "print the built-in config and exit");
+    std::string plant;
+    app.add_option("--plant", plant,
+                   "tests only: run with a deliberate defect (reply_before_commit: the leader "
+                   "answers writes before they commit); needs a build with DUEQ_PLANTED_BUGS");
     CLI11_PARSE(app, argc, argv);
 
     if (print_default) {
@@ -65,6 +69,19 @@ int main(int argc, char** argv) {
 
     boost::asio::io_context io(1);
     dueq::node::Node node(io, config);
+    if (!plant.empty()) {
+#ifdef DUEQ_PLANTED_BUGS
+        if (plant != "reply_before_commit") {
+            std::cerr << "dueqd: unknown --plant '" << plant << "'\n";
+            return 2;
+        }
+        spdlog::warn("running with the planted defect {}: never use this in production", plant);
+        node.plant(dueq::node::NodeBug::reply_before_commit);
+#else
+        std::cerr << "dueqd: --plant needs a build with -DDUEQ_PLANTED_BUGS=ON\n";
+        return 2;
+#endif
+    }
     if (auto err = node.start()) {
         spdlog::critical("{}", *err);
         return 1;

@@ -27,10 +27,20 @@ queue::StoreLimits store_limits(const net::Limits& l) {
 }  // namespace
 
 Node::Node(asio::io_context& io, Config config)
-    : io_(io), config_(std::move(config)), store_(store_limits(config_.limits)), timer_(io) {
-    store_.set_default_settings(config_.queue_defaults);
+    : io_(io),
+      config_(std::move(config)),
+      tick_timer_(io),
+      campaign_timer_(io),
+      timer_(io) {
+    store_ = make_store();
+}
+
+std::unique_ptr<queue::Store> Node::make_store() const {
+    auto store = std::make_unique<queue::Store>(store_limits(config_.limits));
+    store->set_default_settings(config_.queue_defaults);
     for (const auto& [name, s] : config_.queues)
-        store_.configure_queue(name, s);
+        store->configure_queue(name, s);
+    return store;
 }
 
 Node::~Node() {
@@ -42,45 +52,31 @@ std::int64_t Node::now_ms() const {
     return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
 }
 
-std::int64_t Node::next_log_time() {
-    last_time_ = std::max(last_time_, now_ms());
-    return last_time_;
+std::int64_t Node::store_now() const {
+    return std::max(std::int64_t(applied_.time), now_ms());
 }
 
 std::optional<std::string> Node::start() {
     storage::Status st;
     db_ = storage::Database::open(config_.data_dir, config_.fsync, st, storage_env_);
     if (!db_) return st.message;
-    std::vector<storage::LogRecord> tail;
-    std::int64_t applied_time = 0;
-    st = db_->load(store_, applied_index_, applied_time, tail);
+    storage::Loaded loaded;
+    st = db_->load(*store_, loaded);
     if (!st.ok) return "refusing to serve from " + config_.data_dir + ": " + st.message;
-    store_time_ = applied_time;
-    for (const auto& r : tail) {
-        auto cmd = queue::decode_command(r.command);
-        if (!cmd)
-            return "refusing to serve: log entry " + std::to_string(r.index) + " does not decode";
-        // Each entry is applied at the time it was stamped with, as it was live.
-        store_time_ = std::max(store_time_, r.time);
-        store_.apply(*cmd, store_time_);
-        applied_index_ = r.index;
-    }
-    last_time_ = store_time_;
-    last_index_ = std::max(applied_index_, db_->last_log_index());
-    spdlog::info("loaded {} tasks; replayed {} log entries; applied index {}", store_.task_count(),
-                 tail.size(), applied_index_);
-
+    spdlog::info("loaded {} tasks at applied index {}; {} log entries after index {}",
+                 store_->task_count(), loaded.applied_index, loaded.entries.size(),
+                 loaded.base.index);
     writer_ = std::make_unique<storage::Writer>(
         *db_,
-        [this](std::uint64_t index) { asio::post(io_, [this, index] { on_durable(index); }); },
+        [this](std::uint64_t ticket) { asio::post(io_, [this, ticket] { on_persisted(ticket); }); },
         [](const std::string& message) {
             spdlog::critical("storage failed, stopping: {}", message);
             spdlog::shutdown();
             std::_Exit(70);
         });
-    if (!tail.empty()) persist_applied();  // so the replayed tail can be trimmed
+    if (auto err = start_raft(loaded)) return err;
 
-    next_session_ = std::uint64_t(now_ms()) << 20;
+    next_session_ = std::uint64_t(now_ms()) << 12;
     try {
         server_ = std::make_unique<net::Server>(
             io_, config_.client_listen, config_.limits,
@@ -99,8 +95,13 @@ void Node::stop() {
     if (stopped_) return;
     stopped_ = true;
     if (server_) server_->stop();
+    if (mesh_) mesh_->stop();
+    transfer_.cancel_all();
     timer_.cancel();
+    tick_timer_.cancel();
+    campaign_timer_.cancel();
     writer_.reset();  // flushes what is queued
+    checkpoint_.reset();
 }
 
 std::uint16_t Node::client_port() const {
@@ -110,7 +111,8 @@ std::uint16_t Node::client_port() const {
 void Node::on_frame(const std::shared_ptr<net::Connection>& conn, std::string_view frame) {
     if (stopped_) return;
     if (conn->session == 0) {
-        conn->session = ++next_session_;
+        // Unique across the cluster: the low bits say which node made it.
+        conn->session = (++next_session_ << 4) | (raft_id_ & 15);
         sessions_[conn->session].connections = 1;
     }
     auto decoded = net::decode_request(frame, config_.limits);
@@ -163,7 +165,7 @@ void Node::handle(const std::shared_ptr<net::Connection>& conn, net::Request&& r
             if (timeout > 0) {
                 const std::int64_t deadline = now_ms() + timeout;
                 reply.wait_until = deadline;
-                if (!store_.has_due(req.queue, std::max(last_time_, now_ms())))
+                if (is_leader() && !store_->has_due(req.queue, store_now()))
                     return wait_for_task(reply, std::move(take), deadline);
             }
             return propose(std::move(take), reply);
@@ -203,60 +205,63 @@ void Node::handle_hello(const std::shared_ptr<net::Connection>& conn, const net:
             it->second.grace.reset();
         }
     }
-    conn->send(hello_reply(req.id, conn->session, config_.node_id, config_.client_advertise));
+    conn->send(hello_reply(req.id, conn->session, config_.node_id, leader_client_address()));
 }
 
 void Node::handle_read(const std::shared_ptr<net::Connection>& conn, const net::Request& req) {
-    const std::int64_t now = std::max(last_time_, now_ms());
+    const std::int64_t now = store_now();
+    if (req.op != Op::status && req.consistency_leader && !is_leader()) {
+        const std::string leader = leader_client_address();
+        return conn->send(net::error_frame(
+            req.id, Code::not_leader, "consistency \"leader\" reads are served by the leader",
+            leader.empty() ? std::nullopt : std::optional<std::string>(leader)));
+    }
     switch (req.op) {
         case Op::get: {
-            auto task = store_.get(req.queue, *req.key);
+            auto task = store_->get(req.queue, *req.key);
             if (!task) return conn->send(net::error_frame(req.id, Code::not_found, "no such task"));
             return conn->send(get_reply(req.id, *task));
         }
         case Op::stats:
             return conn->send(
-                stats_reply(req.id, store_, req.queue_given ? &req.queue : nullptr, now));
+                stats_reply(req.id, *store_, req.queue_given ? &req.queue : nullptr, now));
         default: {
-            StatusInfo s{config_.node_id, config_.client_advertise, last_index_,
-                         applied_index_,  store_.task_count(),      pending_.size()};
+            StatusInfo s;
+            s.node_id = config_.node_id;
+            s.role = config_.members.size() > 1 || !is_leader()
+                         ? std::string(raft::to_string(raft_->role()))
+                         : "standalone";
+            s.term = raft_->term();
+            s.leader = leader_client_address();
+            if (raft_->leader() != raft::kNoNode)
+                s.leader_id = config_.members.empty() ? config_.node_id
+                                                      : config_.members[raft_->leader() - 1].id;
+            s.commit_index = raft_->log().committed();
+            s.last_index = raft_->log().last_index();
+            s.applied_index = applied_.index;
+            s.tasks = store_->task_count();
+            s.pending = proposals_.size();
+            for (std::size_t i = 0; i < config_.members.size(); ++i) {
+                if (i + 1 == raft_id_) continue;
+                PeerStatus p{config_.members[i].id, config_.members[i].peer,
+                             mesh_ && mesh_->connected(i + 1)};
+                if (const auto* pr = raft_->progress(i + 1)) {
+                    p.match = pr->match;
+                    p.lag = s.last_index > pr->match ? s.last_index - pr->match : 0;
+                }
+                s.peers.push_back(std::move(p));
+            }
             return conn->send(status_reply(req.id, s));
         }
     }
 }
 
-void Node::propose(queue::Command cmd, Reply reply) {
-    Pending p{++last_index_, next_log_time(), std::move(cmd), std::move(reply)};
-    writer_->append(storage::LogRecord{p.index, p.time, queue::encode_command(p.command)});
-    pending_.push_back(std::move(p));
-}
-
-void Node::on_durable(std::uint64_t index) {
-    if (stopped_) return;
-    bool wrote = false;
-    while (!pending_.empty() && pending_.front().index <= index) {
-        Pending p = std::move(pending_.front());
-        pending_.pop_front();
-        apply_one(p);
-        wrote = wrote || !std::holds_alternative<queue::Take>(p.command);
-    }
-    persist_applied();
-    // Takes only remove tasks; anything else may have made one due for a waiter.
-    if (wrote)
-        for (auto& [queue, list] : waiters_)
-            if (!list.empty()) wake_waiters(queue);
-    arm_timer();
-}
-
-void Node::apply_one(Pending& p) {
-    store_time_ = std::max(store_time_, p.time);
-    queue::Result result = store_.apply(p.command, store_time_);
-    applied_index_ = p.index;
-    if (auto* take = std::get_if<queue::Take>(&p.command)) {
-        if (result.ok() && result.tasks.empty() && p.reply.wait_until &&
-            *p.reply.wait_until > now_ms()) {
-            if (auto c = p.reply.conn.lock(); c && c->open())
-                return wait_for_task(p.reply, std::move(*take), *p.reply.wait_until);
+void Node::on_applied(queue::Command& cmd, const queue::Result& result, Reply& reply) {
+    if (auto* take = std::get_if<queue::Take>(&cmd)) {
+        if (result.ok() && result.tasks.empty() && reply.wait_until &&
+            *reply.wait_until > now_ms()) {
+            if (auto c = reply.conn.lock(); c && c->open())
+                return wait_for_task(std::move(reply), std::move(*take), *reply.wait_until);
             return;
         }
         if (!result.tasks.empty() && take->release_on_disconnect) {
@@ -267,7 +272,7 @@ void Node::apply_one(Pending& p) {
             if (fresh) start_grace(take->session);
         }
     }
-    answer(p.reply, result);
+    answer(reply, result);
 }
 
 void Node::answer(const Reply& reply, const queue::Result& result) {
@@ -276,20 +281,14 @@ void Node::answer(const Reply& reply, const queue::Result& result) {
     conn->send(result_reply(reply.id, reply.op, result));
 }
 
-void Node::persist_applied() {
-    storage::AppliedState state;
-    state.applied_index = applied_index_;
-    state.applied_time = store_time_;
-    store_.drain_changes(
-        [&](std::string_view q, std::string_view k, const std::optional<std::string>& encoded) {
-            state.changes.push_back(storage::TaskChange{std::string(q), std::string(k), encoded});
-        });
-    // Timers fire often (each time a task comes due); write only what changed.
-    if (state.changes.empty() && applied_index_ == persisted_index_) return;
-    persisted_index_ = applied_index_;
-    state.store_meta = store_.encode_meta();
-    if (applied_index_ > config_.log_keep) state.trim_through = applied_index_ - config_.log_keep;
-    writer_->apply(std::move(state));
+void Node::answer_error(const Reply& reply, queue::Code code, const std::string& message) {
+    auto conn = reply.conn.lock();
+    if (!conn || !conn->open()) return;
+    const std::string leader = leader_client_address();
+    conn->send(net::error_frame(
+        reply.id, code, message,
+        code == Code::not_leader && !leader.empty() ? std::optional<std::string>(leader)
+                                                    : std::nullopt));
 }
 
 void Node::wait_for_task(Reply reply, queue::Take take, std::int64_t deadline) {
@@ -299,7 +298,9 @@ void Node::wait_for_task(Reply reply, queue::Take take, std::int64_t deadline) {
 
 void Node::wake_waiters(const std::string& queue) {
     auto& list = waiters_[queue];
-    if (list.empty() || !store_.has_due(queue, std::max(last_time_, now_ms()))) return;
+    if (list.empty()) return;
+    // A follower holds no waiters: they were the leader's, and now learn where it went.
+    if (is_leader() && !store_->has_due(queue, store_now())) return;
     // Every waiter proposes its take; those that come back empty wait again.
     std::deque<Waiter> woken;
     woken.swap(list);
@@ -314,13 +315,17 @@ void Node::on_timer() {
     timer_at_ = 0;
     if (stopped_) return;
     const std::int64_t now = now_ms();
-    // Advancing ahead of commands not yet applied would apply them in the past; they
-    // advance the store themselves when they apply.
-    if (pending_.empty()) {
-        last_time_ = std::max(last_time_, now);
-        store_time_ = last_time_;
-        store_.advance(store_time_);
-        persist_applied();
+    events_seen_until_ = now;
+    // Leases and delays that ran out change the state on every replica at once: the
+    // leader logs an Advance, which applies at its log time everywhere. Every take
+    // advances the store itself, so this only keeps reads and retention current; once
+    // per kAdvanceEveryMs is plenty.
+    if (is_leader() && advance_index_ == 0 && now - last_advance_ms_ >= kAdvanceEveryMs) {
+        auto at = store_->next_event_any(queue::Millis(applied_.time));
+        if (at && std::int64_t(*at) <= now) {
+            last_advance_ms_ = now;
+            propose(queue::Advance{}, Reply{});
+        }
     }
     for (auto it = waiters_.begin(); it != waiters_.end();) {
         auto& [queue, list] = *it;
@@ -342,16 +347,24 @@ void Node::on_timer() {
 
 void Node::arm_timer() {
     if (stopped_) return;
-    // Events are looked up from the store's own time: whatever came due since it last
-    // advanced must wake the timer too.
-    std::optional<std::int64_t> at = store_.next_event_any(store_time_);
+    std::optional<std::int64_t> at;
+    auto earliest = [&](std::int64_t t) { at = at ? std::min(*at, t) : t; };
+    // Only the leader acts on the store's events (followers follow its log). Events the
+    // timer already saw are not looked at again until an entry moves the store's time.
+    if (is_leader()) {
+        const auto applied = queue::Millis(applied_.time);
+        const auto seen = std::max<queue::Millis>(applied, queue::Millis(events_seen_until_));
+        if (auto e = store_->next_event_any(seen)) earliest(std::int64_t(*e));
+        if (advance_index_ == 0 && seen > applied) {
+            auto pending = store_->next_event_any(applied);
+            if (pending && *pending <= seen) earliest(last_advance_ms_ + kAdvanceEveryMs);
+        }
+    }
     for (const auto& [queue, list] : waiters_)
         for (const auto& w : list)
-            at = at ? std::min(*at, w.deadline) : w.deadline;
+            earliest(w.deadline);
     if (!at) return;
     const std::int64_t now = now_ms();
-    // While commands are in flight the store cannot advance (on_timer); look again soon.
-    if (!pending_.empty()) at = std::max(*at, now + 2);
     if (timer_at_ != 0 && timer_at_ <= *at) return;
     timer_at_ = *at;
     // A task due in 300 years would overflow the timer's nanoseconds; waking once an hour

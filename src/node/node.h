@@ -1,11 +1,17 @@
-// One dueq node without replication: the event loop that owns the task store, the
-// client sessions and the blocking takes, plus the storage thread behind it.
+// One dueq node: the event loop that owns the Raft core, the task store, the client
+// sessions and the blocking takes, plus the storage thread and the peer mesh.
 //
-// Every mutating request becomes a command, stamped with the log time
-// (max(previous log time, wall clock)) and an index, appended to the log by the storage
-// thread, and applied to the store only once it is durable; only then is the client
-// answered. So the state is a function of the log, and restart replays it. Raft will
-// slot in where "durable" becomes "committed".
+// Every mutating request becomes a command, proposed to Raft on the leader (followers
+// answer not_leader with the leader's client address). Raft stamps each entry with the
+// log time; every replica applies committed entries in order at those times, so all end
+// in the same state, and the client is answered once its entry is applied on the
+// leader. A standalone node is a cluster of one.
+//
+// Ready handling (raft/ready.h), one Ready at a time: its entries and hard state go to
+// the storage thread; the leader's appends leave at once (the leader counts itself
+// only once its own write is durable, so writing in parallel is safe); every other
+// message waits for the write. Then committed entries are applied and advance() called.
+// Proposals made meanwhile collect in the next Ready: that is the group commit.
 //
 // Thread-safety: everything except the storage writer runs on the io_context thread
 // passed in; call start()/stop() from that thread (or before it runs).
@@ -25,22 +31,31 @@
 #include <string>
 #include <unordered_map>
 
+#include "net/peer_mesh.h"
 #include "net/request.h"
 #include "net/server.h"
 #include "node/config.h"
+#include "node/snapshot_transfer.h"
 #include "queue/store.h"
+#include "raft/raft.h"
 #include "storage/database.h"
 #include "storage/writer.h"
 
 namespace dueq::node {
+
+// Test-only defects, selected with dueqd --plant (compiled in with DUEQ_PLANTED_BUGS).
+enum class NodeBug : std::uint8_t {
+    none,
+    reply_before_commit,  // the leader answers a write as soon as it is proposed
+};
 
 class Node {
   public:
     Node(boost::asio::io_context& io, Config config);
     ~Node();
 
-    // Opens the database, loads the state, replays the log tail, starts the storage
-    // thread and the listener. Returns a message on failure (corruption, bad address).
+    // Opens the database, loads the state, starts the storage thread, the peer mesh and
+    // the client listener. Returns a message on failure (corruption, bad address).
     std::optional<std::string> start();
     void stop();
     std::uint16_t client_port() const;
@@ -48,10 +63,11 @@ class Node {
     // Tests only, before start(): the RocksDB environment (e.g. one that drops unsynced
     // writes to simulate a power cut).
     void set_storage_env(rocksdb::Env* env) { storage_env_ = env; }
+    void plant(NodeBug bug) { bug_ = bug; }
 
     // For tests and tools: numbers the node has reached.
-    std::uint64_t applied_index() const { return applied_index_; }
-    const queue::Store& store() const { return store_; }
+    std::uint64_t applied_index() const { return applied_.index; }
+    const queue::Store& store() const { return *store_; }
 
   private:
     // Where the answer to a command goes once it is applied.
@@ -61,10 +77,8 @@ class Node {
         net::Op op = net::Op::ping;
         std::optional<std::int64_t> wait_until;  // a blocking take that may wait again
     };
-    struct Pending {
-        std::uint64_t index;
-        std::int64_t time;
-        queue::Command command;
+    struct Proposal {
+        raft::Term term;
         Reply reply;
     };
     struct Waiter {
@@ -78,19 +92,19 @@ class Node {
         std::unique_ptr<boost::asio::steady_timer> grace;
     };
 
+    // --- clients (node.cpp) ---
     void on_frame(const std::shared_ptr<net::Connection>& conn, std::string_view frame);
     void on_close(const std::shared_ptr<net::Connection>& conn);
     void handle(const std::shared_ptr<net::Connection>& conn, net::Request&& req);
     void handle_read(const std::shared_ptr<net::Connection>& conn, const net::Request& req);
     void handle_hello(const std::shared_ptr<net::Connection>& conn, const net::Request& req);
-
-    std::int64_t now_ms() const;
-    std::int64_t next_log_time();
-    void propose(queue::Command cmd, Reply reply);
-    void on_durable(std::uint64_t index);
-    void apply_one(Pending& p);
     void answer(const Reply& reply, const queue::Result& result);
-    void persist_applied();
+    void answer_error(const Reply& reply, queue::Code code, const std::string& message);
+    void on_applied(queue::Command& cmd, const queue::Result& result, Reply& reply);
+
+    std::unique_ptr<queue::Store> make_store() const;  // empty, with the configured queues
+    std::int64_t now_ms() const;
+    std::int64_t store_now() const;  // the store's time, or the clock if later
 
     void wait_for_task(Reply reply, queue::Take take, std::int64_t deadline);
     void wake_waiters(const std::string& queue);
@@ -101,24 +115,59 @@ class Node {
     void start_grace(std::uint64_t session);
     void end_session(std::uint64_t session);
 
+    // --- replication (replication.cpp) ---
+    std::optional<std::string> start_raft(const storage::Loaded& loaded);
+    void propose(queue::Command cmd, Reply reply);
+    bool is_leader() const;
+    std::string leader_client_address() const;
+    void on_tick();
+    void schedule_ready();
+    void process_ready();
+    void on_persisted(std::uint64_t ticket);
+    void finish_ready();
+    void send_message(const raft::Message& m);
+    void on_peer_frame(std::uint64_t from, std::string_view payload);
+    void on_peer_change(std::uint64_t peer, bool connected);
+    void apply_entry(const raft::Entry& e);
+    void persist_applied();
+    void take_checkpoint();
+    void install_snapshot(const raft::Snapshot& snap);
+    void fail_stop(const std::string& message);
+
     boost::asio::io_context& io_;
     Config config_;
-    queue::Store store_;
+    std::uint64_t raft_id_ = 1;
+    NodeBug bug_ = NodeBug::none;
+    std::unique_ptr<queue::Store> store_;
     std::unique_ptr<storage::Database> db_;
     std::unique_ptr<storage::Writer> writer_;
     std::unique_ptr<net::Server> server_;
+    std::unique_ptr<net::PeerMesh> mesh_;
 
-    std::uint64_t last_index_ = 0;  // last index handed to the log
-    std::uint64_t applied_index_ = 0;
-    std::uint64_t persisted_index_ = 0;  // applied index last handed to the writer
-    std::int64_t last_time_ = 0;         // last log time handed out (monotonic)
-    std::int64_t store_time_ = 0;        // time of the last apply or advance: the store's now
-    std::deque<Pending> pending_;        // proposed, not yet applied, in index order
+    // Raft: the core reads the in-memory mirror of the durable log.
+    raft::MemoryStorage log_;
+    std::unique_ptr<raft::Raft> raft_;
+    boost::asio::steady_timer tick_timer_;
+    boost::asio::steady_timer campaign_timer_;  // fast election after the leader's link broke
+    std::optional<raft::Ready> inflight_;       // the Ready being persisted
+    std::uint64_t inflight_ticket_ = 0;         // its storage ticket (0: nothing to wait for)
+    bool ready_scheduled_ = false;
+    std::map<raft::Index, Proposal> proposals_;  // proposed here, not yet applied
+    raft::SnapshotMeta applied_;                  // the last applied entry
+    std::uint64_t persisted_index_ = 0;           // applied index last handed to the writer
+    std::shared_ptr<const storage::Checkpoint> checkpoint_;
+    bool checkpoint_pending_ = false;
+    raft::Index advance_index_ = 0;  // an Advance proposed and not applied yet
+    SnapshotTransfer transfer_;
+
     std::uint64_t next_session_ = 0;
     std::unordered_map<std::uint64_t, Session> sessions_;
     std::map<std::string, std::deque<Waiter>> waiters_;  // blocking takes, per queue
     boost::asio::steady_timer timer_;
-    std::int64_t timer_at_ = 0;  // log time the timer is set for (0: unset)
+    std::int64_t timer_at_ = 0;  // time the timer is set for (0: unset)
+    std::int64_t events_seen_until_ = 0;  // store events up to this time were handled
+    std::int64_t last_advance_ms_ = 0;    // when the last Advance was proposed
+    static constexpr std::int64_t kAdvanceEveryMs = 250;
     bool stopped_ = false;
     rocksdb::Env* storage_env_ = nullptr;
 };

@@ -99,21 +99,38 @@ std::string stats_reply(std::uint64_t id, const queue::Store& store, const std::
 
 std::string status_reply(std::uint64_t id, const StatusInfo& s) {
     FrameBuilder f;
-    f.begin_ok(id, 10);
+    f.begin_ok(id, 12);
     f.key("node_id");
     f.str(s.node_id);
     f.key("role");
-    f.str("standalone");
+    f.str(s.role);
     f.key("term");
-    f.pk().pack_uint64(0);
+    f.pk().pack_uint64(s.term);
     f.key("leader");
     f.str(s.leader);
+    f.key("leader_id");
+    f.str(s.leader_id);
     f.key("commit_index");
-    f.pk().pack_uint64(s.last_index - s.pending);  // durable: everything not waiting for its fsync
+    f.pk().pack_uint64(s.commit_index);
     f.key("applied_index");
     f.pk().pack_uint64(s.applied_index);
+    f.key("last_index");
+    f.pk().pack_uint64(s.last_index);
     f.key("peers");
-    f.pk().pack_array(0);
+    f.pk().pack_array(std::uint32_t(s.peers.size()));
+    for (const auto& p : s.peers) {
+        f.pk().pack_map(5);
+        f.key("id");
+        f.str(p.id);
+        f.key("peer");
+        f.str(p.peer);
+        f.key("connected");
+        f.pk().pack(p.connected);
+        f.key("match");
+        f.pk().pack_uint64(p.match);
+        f.key("lag");
+        f.pk().pack_uint64(p.lag);
+    }
     f.key("mode");
     f.str("normal");
     f.key("tasks");

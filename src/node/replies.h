@@ -3,15 +3,24 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "net/request.h"
 #include "queue/store.h"
 
 namespace dueq::node {
 
+struct PeerStatus {
+    std::string id, peer;
+    bool connected = false;
+    std::uint64_t match = 0, lag = 0;  // leader only
+};
+
 struct StatusInfo {
-    std::string node_id, leader;
-    std::uint64_t last_index = 0, applied_index = 0, tasks = 0, pending = 0;
+    std::string node_id, role, leader, leader_id;  // leader: its client address
+    std::uint64_t term = 0, commit_index = 0, last_index = 0, applied_index = 0;
+    std::uint64_t tasks = 0, pending = 0;
+    std::vector<PeerStatus> peers;
 };
 
 std::string hello_reply(std::uint64_t id, std::uint64_t session, const std::string& node_id,

@@ -108,8 +108,12 @@ struct ReleaseSession {
     SessionId session = 0;
 };
 
-using Command =
-    std::variant<Declare, Put, Delete, Take, Touch, Ack, Release, Bury, Kick, ReleaseSession>;
+// Nothing but time: the leader logs one when leases or delays have run out and no other
+// command would carry the store's time past them (every replica then moves together).
+struct Advance {};
+
+using Command = std::variant<Declare, Put, Delete, Take, Touch, Ack, Release, Bury, Kick,
+                             ReleaseSession, Advance>;
 
 // A task as handed to a client by take.
 struct TakenTask {

@@ -11,6 +11,7 @@
 //   8 Bury           queue, key, lease
 //   9 Kick           queue, count
 //  10 ReleaseSession session
+//  11 Advance        (no fields)
 //
 // Tags are stable forever; a new field means a new format number, and decode keeps
 // reading every older format.
@@ -39,12 +40,16 @@ constexpr std::uint64_t tag_of() {
     if constexpr (is_same_v<T, Bury>) return 8;
     if constexpr (is_same_v<T, Kick>) return 9;
     if constexpr (is_same_v<T, ReleaseSession>) return 10;
+    if constexpr (is_same_v<T, Advance>) return 11;
 }
 
 // Number of fields after [format, tag].
 constexpr std::uint32_t field_count(std::uint64_t tag) {
-    constexpr std::uint32_t counts[] = {0, 6, 5, 2, 5, 4, 5, 4, 3, 2, 1};
+    constexpr std::uint32_t counts[] = {0, 6, 5, 2, 5, 4, 5, 4, 3, 2, 1, 0};
     return tag < std::size(counts) ? counts[tag] : 0;
+}
+constexpr bool known_tag(std::uint64_t tag) {
+    return tag >= 1 && tag <= 11;
 }
 
 void pack_fields(Packer& p, const Declare& c) {
@@ -108,6 +113,7 @@ void pack_fields(Packer& p, const Kick& c) {
 void pack_fields(Packer& p, const ReleaseSession& c) {
     p.pack(c.session);
 }
+void pack_fields(Packer&, const Advance&) {}
 
 using detail::read_bool;
 using detail::read_double;
@@ -165,6 +171,9 @@ bool read_fields(const msgpack::object* f, Kick& c) {
 bool read_fields(const msgpack::object* f, ReleaseSession& c) {
     return read_uint_as(f[0], &c.session);
 }
+bool read_fields(const msgpack::object*, Advance&) {
+    return true;
+}
 
 template <std::size_t I = 0>
 std::optional<Command> decode_alternative(std::uint64_t tag, const msgpack::object* fields) {
@@ -207,7 +216,7 @@ std::optional<Command> decode_command(std::string_view bytes) {
     const msgpack::object* a = detail::array_items(oh->get(), &n);
     std::uint64_t format = 0, tag = 0;
     if (n < 2 || !detail::read_uint(a[0], 255, &format) || format != kFormat) return std::nullopt;
-    if (!detail::read_uint(a[1], 255, &tag) || field_count(tag) == 0) return std::nullopt;
+    if (!detail::read_uint(a[1], 255, &tag) || !known_tag(tag)) return std::nullopt;
     if (n != 2 + field_count(tag)) return std::nullopt;
     return decode_alternative(tag, a + 2);
 }

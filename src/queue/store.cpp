@@ -47,6 +47,7 @@ class Applier {
     Result operator()(const Bury& c);
     Result operator()(const Kick& c);
     Result operator()(const ReleaseSession& c);
+    Result operator()(const Advance&) { return Result{}; }
 
   private:
     std::optional<Result> check_queue(const std::string& q) const;

@@ -14,6 +14,8 @@ enum Cf { kDefault = 0, kLog = 1, kMeta = 2, kTasks = 3, kOverlay = 4 };
 const char* const kCfNames[] = {"default", "log", "meta", "tasks", "overlay"};
 constexpr std::string_view kAppliedKey = "applied";
 constexpr std::string_view kStoreMetaKey = "store";
+constexpr std::string_view kHardStateKey = "hardstate";
+constexpr std::string_view kLogBaseKey = "logbase";
 
 void put_be64(std::string& out, std::uint64_t v) {
     for (int i = 7; i >= 0; --i)
@@ -33,6 +35,27 @@ std::string index_key(std::uint64_t index) {
 rocksdb::Slice slice(std::string_view s) {
     return rocksdb::Slice(s.data(), s.size());
 }
+
+std::string encode_meta3(std::uint64_t a, std::uint64_t b, std::uint64_t c) {
+    std::string body;
+    put_be64(body, a);
+    put_be64(body, b);
+    put_be64(body, c);
+    return body;
+}
+
+std::string encode_entry(const raft::Entry& e) {
+    std::string body;
+    body.reserve(17 + e.data.size());
+    put_be64(body, e.term);
+    put_be64(body, e.time);
+    body.push_back(char(e.type));
+    body.append(e.data);
+    return body;
+}
+
+// Everything below the first task key's 2-byte queue length (queue names are < 64 KiB).
+constexpr std::string_view kTasksEnd = "\xff\xff\xff";
 
 }  // namespace
 
@@ -101,61 +124,94 @@ Database::~Database() {
     delete db_;
 }
 
-Status Database::load(queue::Store& store, std::uint64_t& applied_index, std::int64_t& applied_time,
-                      std::vector<LogRecord>& tail) {
-    applied_index = 0;
-    applied_time = 0;
+Status Database::load(queue::Store& store, Loaded& out) {
+    out = Loaded{};
     std::string value;
-    auto s = db_->Get({}, handles_[kMeta], slice(kAppliedKey), &value);
-    if (s.ok()) {
-        auto body = unseal(value, kAppliedKey);
-        if (!body || body->size() != 16) return Status::error("corrupt record meta/applied");
-        applied_index = get_be64(*body);
-        applied_time = std::int64_t(get_be64(body->substr(8)));
-    } else if (!s.IsNotFound()) {
-        return Status::error("reading meta/applied: " + s.ToString());
+    auto read_meta = [&](std::string_view key, std::size_t size, std::string_view& body) -> Status {
+        auto s = db_->Get({}, handles_[kMeta], slice(key), &value);
+        if (s.IsNotFound()) return Status{};
+        if (!s.ok()) return Status::error("reading meta/" + std::string(key) + ": " + s.ToString());
+        auto b = unseal(value, key);
+        if (!b || (size && b->size() != size))
+            return Status::error("corrupt record meta/" + std::string(key));
+        body = *b;
+        return Status{};
+    };
+    std::string_view body;
+    if (auto st = read_meta(kAppliedKey, 16, body); !st.ok) return st;
+    if (!body.empty()) {
+        out.applied_index = get_be64(body);
+        out.applied_time = std::int64_t(get_be64(body.substr(8)));
     }
-    s = db_->Get({}, handles_[kMeta], slice(kStoreMetaKey), &value);
+    body = {};
+    if (auto st = read_meta(kHardStateKey, 24, body); !st.ok) return st;
+    if (!body.empty())
+        out.hard_state = {get_be64(body), get_be64(body.substr(8)), get_be64(body.substr(16))};
+    body = {};
+    if (auto st = read_meta(kLogBaseKey, 24, body); !st.ok) return st;
+    if (!body.empty())
+        out.base = {get_be64(body), get_be64(body.substr(8)), get_be64(body.substr(16))};
+    auto s = db_->Get({}, handles_[kMeta], slice(kStoreMetaKey), &value);
     if (s.ok()) {
-        auto body = unseal(value, kStoreMetaKey);
-        if (!body || !store.load_meta(*body)) return Status::error("corrupt record meta/store");
+        if (!load_store_meta(store, value)) return Status::error("corrupt record meta/store");
     } else if (!s.IsNotFound()) {
         return Status::error("reading meta/store: " + s.ToString());
     }
 
     std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator({}, handles_[kTasks]));
-    for (it->SeekToFirst(); it->Valid(); it->Next()) {
-        auto k = it->key().ToStringView();
-        const std::size_t qlen =
-            k.size() >= 2 ? (std::size_t((unsigned char)k[0]) << 8 | (unsigned char)k[1]) : 0;
-        auto body = unseal(it->value().ToStringView(), k);
-        if (k.size() < 2 + qlen || !body ||
-            !store.load_task(k.substr(2, qlen), k.substr(2 + qlen), *body))
+    for (it->SeekToFirst(); it->Valid(); it->Next())
+        if (!load_task_record(store, it->key().ToStringView(), it->value().ToStringView()))
             return Status::error("corrupt task record in column family 'tasks'");
-    }
     if (!it->status().ok()) return Status::error("reading tasks: " + it->status().ToString());
 
     std::unique_ptr<rocksdb::Iterator> log(db_->NewIterator({}, handles_[kLog]));
-    std::uint64_t expect = applied_index + 1;
-    for (log->Seek(slice(index_key(applied_index + 1))); log->Valid(); log->Next()) {
+    std::uint64_t expect = out.base.index + 1;
+    for (log->Seek(slice(index_key(expect))); log->Valid(); log->Next()) {
         const std::uint64_t index = get_be64(log->key().ToStringView());
-        auto body = unseal(log->value().ToStringView(), log->key().ToStringView());
-        if (!body || body->size() < 8)
-            return Status::error("corrupt log entry " + std::to_string(index));
+        auto b = unseal(log->value().ToStringView(), log->key().ToStringView());
+        if (!b || b->size() < 17) return Status::error("corrupt log entry " + std::to_string(index));
         if (index != expect)
             return Status::error("log gap: expected entry " + std::to_string(expect) + ", found " +
                                  std::to_string(index));
-        tail.push_back(
-            LogRecord{index, std::int64_t(get_be64(*body)), std::string(body->substr(8))});
+        out.entries.push_back(raft::Entry{get_be64(*b), index, get_be64(b->substr(8)),
+                                          raft::EntryType(std::uint8_t((*b)[16])),
+                                          std::string(b->substr(17))});
         ++expect;
     }
     if (!log->status().ok()) return Status::error("reading log: " + log->status().ToString());
+    if (out.applied_index < out.base.index)
+        return Status::error("applied index " + std::to_string(out.applied_index) +
+                             " is behind the log, which starts after " +
+                             std::to_string(out.base.index));
+    if (out.applied_index > out.base.index + out.entries.size())
+        return Status::error("applied index " + std::to_string(out.applied_index) +
+                             " is past the end of the log");
     return Status{};
 }
 
-Status Database::write(const std::vector<LogRecord>& appends,
-                       const std::vector<AppliedState>& applied) {
+Status Database::write(const std::vector<LogWrite>& logs, const std::vector<AppliedState>& applied) {
     rocksdb::WriteBatch batch;
+    bool sync = false;
+    for (const auto& w : logs) {
+        sync = sync || w.sync;
+        if (!w.entries.empty()) {
+            const std::uint64_t first = w.entries.front().index, last = w.entries.back().index;
+            for (const auto& e : w.entries) {
+                const std::string key = index_key(e.index);
+                batch.Put(handles_[kLog], key, seal(encode_entry(e), key));
+            }
+            if (last < last_log_index_)
+                batch.DeleteRange(handles_[kLog], index_key(last + 1),
+                                  index_key(last_log_index_ + 1));
+            if (first_log_index_ > last_log_index_) first_log_index_ = first;
+            last_log_index_ = last;
+        }
+        if (w.hard_state) {
+            const auto& hs = *w.hard_state;
+            batch.Put(handles_[kMeta], slice(kHardStateKey),
+                      seal(encode_meta3(hs.term, hs.vote, hs.commit), kHardStateKey));
+        }
+    }
     std::string body;
     for (const auto& a : applied) {
         for (const auto& c : a.changes) {
@@ -170,25 +226,136 @@ Status Database::write(const std::vector<LogRecord>& appends,
         put_be64(body, std::uint64_t(a.applied_time));
         batch.Put(handles_[kMeta], slice(kAppliedKey), seal(body, kAppliedKey));
         batch.Put(handles_[kMeta], slice(kStoreMetaKey), seal(a.store_meta, kStoreMetaKey));
-        if (a.trim_through >= first_log_index_) {
+        if (a.trim.index >= first_log_index_ && a.trim.index <= last_log_index_) {
             batch.DeleteRange(handles_[kLog], index_key(first_log_index_),
-                              index_key(a.trim_through + 1));
-            first_log_index_ = a.trim_through + 1;
+                              index_key(a.trim.index + 1));
+            batch.Put(handles_[kMeta], slice(kLogBaseKey),
+                      seal(encode_meta3(a.trim.index, a.trim.term, a.trim.time), kLogBaseKey));
+            first_log_index_ = a.trim.index + 1;
         }
     }
-    for (const auto& r : appends) {
-        body.clear();
-        put_be64(body, std::uint64_t(r.time));
-        body.append(r.command);
-        const std::string key = index_key(r.index);
-        batch.Put(handles_[kLog], key, seal(body, key));
-    }
     rocksdb::WriteOptions wo;
-    wo.sync = sync_ && !appends.empty();
+    wo.sync = sync_ && sync;
     auto s = db_->Write(wo, &batch);
     if (!s.ok()) return Status::error("RocksDB write failed: " + s.ToString());
-    if (!appends.empty()) last_log_index_ = appends.back().index;
     return Status{};
+}
+
+Status Database::install(const SnapshotInstall& snap) {
+    rocksdb::WriteBatch batch;
+    batch.DeleteRange(handles_[kTasks], std::string_view(), kTasksEnd);
+    for (const auto& [k, v] : snap.tasks)
+        batch.Put(handles_[kTasks], k, v);
+    batch.DeleteRange(handles_[kLog], index_key(0), index_key(~std::uint64_t(0)));
+    const auto& m = snap.meta;
+    batch.Put(handles_[kMeta], slice(kLogBaseKey),
+              seal(encode_meta3(m.index, m.term, m.time), kLogBaseKey));
+    std::string body;
+    put_be64(body, m.index);
+    put_be64(body, m.time);
+    batch.Put(handles_[kMeta], slice(kAppliedKey), seal(body, kAppliedKey));
+    batch.Put(handles_[kMeta], slice(kStoreMetaKey), snap.store_meta_sealed);
+    const auto& hs = snap.hard_state;
+    batch.Put(handles_[kMeta], slice(kHardStateKey),
+              seal(encode_meta3(hs.term, hs.vote, hs.commit), kHardStateKey));
+    rocksdb::WriteOptions wo;
+    wo.sync = sync_;
+    auto s = db_->Write(wo, &batch);
+    if (!s.ok()) return Status::error("RocksDB write failed: " + s.ToString());
+    first_log_index_ = m.index + 1;
+    last_log_index_ = m.index;
+    return Status{};
+}
+
+std::shared_ptr<const Checkpoint> Database::checkpoint(const raft::SnapshotMeta& meta) {
+    std::shared_ptr<Checkpoint> cp(new Checkpoint());
+    cp->db_ = this;
+    cp->snap_ = db_->GetSnapshot();
+    cp->meta_ = meta;
+    return cp;
+}
+
+Checkpoint::~Checkpoint() {
+    if (snap_) db_->db_->ReleaseSnapshot(snap_);
+}
+
+Checkpoint::Reader::Reader(std::shared_ptr<const Checkpoint> cp) : cp_(std::move(cp)) {
+    rocksdb::ReadOptions ro;
+    ro.snapshot = cp_->snap_;
+    ro.fill_cache = false;
+    it_.reset(cp_->db_->db_->NewIterator(ro, cp_->db_->handles_[kTasks]));
+    it_->SeekToFirst();
+}
+
+Checkpoint::Reader::~Reader() = default;
+
+bool Checkpoint::Reader::next(std::string& out, std::size_t max_bytes) {
+    const std::size_t start = out.size();
+    for (; it_->Valid() && out.size() - start < max_bytes; it_->Next())
+        append_pair(out, it_->key().ToStringView(), it_->value().ToStringView());
+    return it_->Valid();
+}
+
+std::string Checkpoint::Reader::store_meta() const {
+    rocksdb::ReadOptions ro;
+    ro.snapshot = cp_->snap_;
+    std::string value;
+    auto s = cp_->db_->db_->Get(ro, cp_->db_->handles_[kMeta], slice(kStoreMetaKey), &value);
+    if (!s.ok()) return seal_store_meta(std::string_view());
+    return value;
+}
+
+Status Checkpoint::Reader::status() const {
+    if (!it_->status().ok()) return Status::error("reading a checkpoint: " + it_->status().ToString());
+    return Status{};
+}
+
+void append_pair(std::string& out, std::string_view key, std::string_view value) {
+    auto put32 = [&](std::size_t n) {
+        for (int i = 3; i >= 0; --i)
+            out.push_back(char(n >> (8 * i)));
+    };
+    put32(key.size());
+    out.append(key);
+    put32(value.size());
+    out.append(value);
+}
+
+bool split_pairs(std::string_view chunk, std::vector<std::pair<std::string, std::string>>& out) {
+    auto get32 = [&](std::size_t& n) {
+        if (chunk.size() < 4) return false;
+        n = 0;
+        for (int i = 0; i < 4; ++i)
+            n = (n << 8) | static_cast<unsigned char>(chunk[i]);
+        chunk.remove_prefix(4);
+        return chunk.size() >= n;
+    };
+    while (!chunk.empty()) {
+        std::size_t kn = 0, vn = 0;
+        if (!get32(kn)) return false;
+        std::string key(chunk.substr(0, kn));
+        chunk.remove_prefix(kn);
+        if (!get32(vn)) return false;
+        out.emplace_back(std::move(key), std::string(chunk.substr(0, vn)));
+        chunk.remove_prefix(vn);
+    }
+    return true;
+}
+
+bool load_task_record(queue::Store& store, std::string_view k, std::string_view sealed) {
+    const std::size_t qlen =
+        k.size() >= 2 ? (std::size_t((unsigned char)k[0]) << 8 | (unsigned char)k[1]) : 0;
+    auto body = unseal(sealed, k);
+    return k.size() >= 2 + qlen && body && store.load_task(k.substr(2, qlen), k.substr(2 + qlen), *body);
+}
+
+bool load_store_meta(queue::Store& store, std::string_view sealed) {
+    auto body = unseal(sealed, kStoreMetaKey);
+    return body && (body->empty() || store.load_meta(*body));
+}
+
+std::string seal_store_meta(std::string_view body) {
+    return seal(body, kStoreMetaKey);
 }
 
 }  // namespace dueq::storage

@@ -1,12 +1,18 @@
-// The node's RocksDB: the write-ahead log of commands and the applied task state.
+// The node's RocksDB: the Raft log and hard state, and the applied task state.
 //
-// Column families (DESIGN §3): `log` (index -> log time + command), `meta` (applied
-// index, store-wide state), `tasks` ((queue, key) -> encoded task), `overlay` (reserved
-// for autonomous mode). Every value starts with a CRC-32C of the rest; a record whose
-// checksum does not match is reported as corruption and never served.
+// Column families (DESIGN §3): `log` (index -> term, log time, type, data), `meta` (hard
+// state, applied index, log base, store-wide state), `tasks` ((queue, key) -> encoded
+// task), `overlay` (reserved for autonomous mode). Every value starts with a CRC-32C of
+// its key and body; a record whose checksum does not match is reported as corruption and
+// never served.
 //
-// Thread-safety: RocksDB itself is thread-safe, but this class expects one writer (the
-// storage thread) and reads only during open/load, before that thread starts.
+// A checkpoint is a RocksDB snapshot of `tasks` and `meta` taken right after the
+// applied state of some index was written: it is the Raft snapshot a lagging follower
+// is sent, read in chunks while writes go on.
+//
+// Thread-safety: one writer (the storage thread) calls write/install/checkpoint; load
+// runs before that thread starts. Reading a Checkpoint is safe from any one thread
+// while the writer runs (RocksDB snapshots are immutable views).
 #pragma once
 
 #include <cstdint>
@@ -16,10 +22,14 @@
 #include <string_view>
 #include <vector>
 
+#include "raft/types.h"
+
 namespace rocksdb {
 class DB;
 class Env;
 class ColumnFamilyHandle;
+class Iterator;
+class Snapshot;
 }  // namespace rocksdb
 
 namespace dueq::queue {
@@ -34,10 +44,12 @@ struct Status {
     static Status error(std::string m) { return Status{false, std::move(m)}; }
 };
 
-struct LogRecord {
-    std::uint64_t index = 0;
-    std::int64_t time = 0;  // the log time the command is applied at
-    std::string command;    // queue::encode_command
+// The persistence half of one Raft Ready: entries replace whatever the log holds from
+// entries[0].index on (§3.5: a follower drops a conflicting suffix).
+struct LogWrite {
+    std::vector<raft::Entry> entries;
+    std::optional<raft::HardState> hard_state;
+    bool sync = true;  // false: nothing in it needs to survive a crash (a commit-index move)
 };
 
 struct TaskChange {
@@ -45,38 +57,97 @@ struct TaskChange {
     std::optional<std::string> encoded;  // nullopt: the task is gone
 };
 
-// What applying commands up to `applied_index` changed, written as one atomic batch.
+// What applying entries up to `applied_index` changed, written as one atomic batch.
 struct AppliedState {
     std::uint64_t applied_index = 0;
     std::int64_t applied_time = 0;
     std::vector<TaskChange> changes;
-    std::string store_meta;          // queue::Store::encode_meta
-    std::uint64_t trim_through = 0;  // log entries <= this may be deleted (0: none)
+    std::string store_meta;  // queue::Store::encode_meta
+    // Log entries up to and including trim.index may be deleted; trim is then the
+    // entry just before the log (index 0: no trim).
+    raft::SnapshotMeta trim;
 };
+
+// A snapshot received from the leader, to replace everything this node holds.
+struct SnapshotInstall {
+    raft::SnapshotMeta meta;
+    raft::HardState hard_state;
+    std::vector<std::pair<std::string, std::string>> tasks;  // tasks key -> sealed record
+    std::string store_meta_sealed;                           // as Reader::store_meta gives it
+};
+
+// What a node holds on disk when it starts.
+struct Loaded {
+    raft::HardState hard_state;
+    raft::SnapshotMeta base;           // the entry just before the first one in `entries`
+    std::vector<raft::Entry> entries;  // the whole log, in order, from base.index + 1
+    std::uint64_t applied_index = 0;   // `store` holds the state after this entry
+    std::int64_t applied_time = 0;
+};
+
+class Database;
+
+// A consistent view of the applied state at one index. Releasing the last reference
+// releases the RocksDB snapshot.
+class Checkpoint {
+  public:
+    ~Checkpoint();
+    const raft::SnapshotMeta& meta() const { return meta_; }
+
+    // Reads the view in order. Each call appends up to about max_bytes of
+    // length-prefixed (key, sealed record) pairs to `out`; returns false once the
+    // view is exhausted (out then has the last ones, possibly none).
+    class Reader {
+      public:
+        explicit Reader(std::shared_ptr<const Checkpoint> cp);
+        ~Reader();
+        bool next(std::string& out, std::size_t max_bytes);
+        // The store-wide record (meta/store) of the view, sealed.
+        std::string store_meta() const;
+        Status status() const;
+
+      private:
+        std::shared_ptr<const Checkpoint> cp_;
+        std::unique_ptr<rocksdb::Iterator> it_;
+    };
+
+  private:
+    friend class Database;
+    Checkpoint() = default;
+    Database* db_ = nullptr;
+    const rocksdb::Snapshot* snap_ = nullptr;
+    raft::SnapshotMeta meta_;
+};
+
+// Appends/reads the (key, value) pairs Checkpoint::Reader produces.
+void append_pair(std::string& out, std::string_view key, std::string_view value);
+// Splits `chunk` into pairs; false if it is malformed.
+bool split_pairs(std::string_view chunk, std::vector<std::pair<std::string, std::string>>& out);
 
 class Database {
   public:
-    // Opens or creates the database in `path`. `sync`: whether log appends are fsynced
+    // Opens or creates the database in `path`. `sync`: whether log writes are fsynced
     // (the `storage.fsync` config: "always" = true). `env`: RocksDB's environment, null
     // for the default; tests pass one that can drop unsynced writes.
     static std::unique_ptr<Database> open(const std::string& path, bool sync, Status& status,
                                           rocksdb::Env* env = nullptr);
     ~Database();
 
-    // Restart: loads the applied state into `store` (which must be empty) and returns
-    // the log entries after the applied index, in order, for the caller to replay.
-    Status load(queue::Store& store, std::uint64_t& applied_index, std::int64_t& applied_time,
-                std::vector<LogRecord>& tail);
+    // Restart: loads the applied state into `store` (which must be empty) and the log.
+    Status load(queue::Store& store, Loaded& out);
 
-    // Writes appended log records and applied states in one batch; synced if any log
-    // record is in it and the sync policy says so. One call = one fsync (group commit).
-    Status write(const std::vector<LogRecord>& appends, const std::vector<AppliedState>& applied);
+    // Writes log writes and applied states, in the order given, as one batch; synced if
+    // any log write asks for it and the sync policy says so (group commit).
+    Status write(const std::vector<LogWrite>& logs, const std::vector<AppliedState>& applied);
+    // Replaces the log, the hard state and the applied state with a snapshot; synced.
+    Status install(const SnapshotInstall& snap);
+    // A view of what is written now, which must be the applied state at `meta.index`.
+    std::shared_ptr<const Checkpoint> checkpoint(const raft::SnapshotMeta& meta);
 
-    std::uint64_t last_log_index() const { return last_log_index_; }
-    std::uint64_t first_log_index() const { return first_log_index_; }
     bool syncs() const { return sync_; }
 
   private:
+    friend class Checkpoint;
     Database() = default;
     rocksdb::DB* db_ = nullptr;
     std::vector<rocksdb::ColumnFamilyHandle*> handles_;  // default, log, meta, tasks, overlay
@@ -90,5 +161,11 @@ std::string seal(std::string_view body, std::string_view key = {});
 // nullopt: checksum mismatch.
 std::optional<std::string_view> unseal(std::string_view record, std::string_view key = {});
 std::string task_key(std::string_view queue, std::string_view key);
+// Loads one sealed tasks record into `store`; false if it is corrupt.
+bool load_task_record(queue::Store& store, std::string_view key, std::string_view sealed);
+// Loads a sealed meta/store record; false if it is corrupt.
+bool load_store_meta(queue::Store& store, std::string_view sealed);
+// Seals a store-meta body the way the meta column family holds it.
+std::string seal_store_meta(std::string_view body);
 
 }  // namespace dueq::storage

@@ -18,20 +18,15 @@ Writer::~Writer() {
     thread_.join();
 }
 
-void Writer::append(LogRecord record) {
+std::uint64_t Writer::submit(Job job) {
+    std::uint64_t ticket;
     {
         std::lock_guard lock(mu_);
-        pending_appends_.push_back(std::move(record));
+        pending_.push_back(std::move(job));
+        ticket = ++next_ticket_;
     }
     cv_.notify_one();
-}
-
-void Writer::apply(AppliedState state) {
-    {
-        std::lock_guard lock(mu_);
-        pending_applied_.push_back(std::move(state));
-    }
-    cv_.notify_one();
+    return ticket;
 }
 
 std::uint64_t Writer::batches() const {
@@ -40,28 +35,55 @@ std::uint64_t Writer::batches() const {
 }
 
 void Writer::run() {
-    std::vector<LogRecord> appends;
-    std::vector<AppliedState> applied;
+    std::vector<Job> jobs;
+    std::uint64_t last_ticket = 0;
     for (;;) {
         {
             std::unique_lock lock(mu_);
-            cv_.wait(lock, [&] {
-                return stop_ || !pending_appends_.empty() || !pending_applied_.empty();
-            });
-            if (pending_appends_.empty() && pending_applied_.empty() && stop_) return;
-            appends.swap(pending_appends_);
-            applied.swap(pending_applied_);
+            cv_.wait(lock, [&] { return stop_ || !pending_.empty(); });
+            if (pending_.empty() && stop_) return;
+            jobs.swap(pending_);
+            last_ticket = next_ticket_;
+        }
+        if (!carry_out(jobs)) return;
+        jobs.clear();
+        on_written_(last_ticket);
+    }
+}
+
+bool Writer::carry_out(std::vector<Job>& jobs) {
+    std::vector<LogWrite> logs;
+    std::vector<AppliedState> applied;
+    auto flush = [&] {
+        if (logs.empty() && applied.empty()) return true;
+        auto st = db_.write(logs, applied);
+        logs.clear();
+        applied.clear();
+        {
+            std::lock_guard lock(mu_);
             ++batches_;
         }
-        auto status = db_.write(appends, applied);
-        if (!status.ok) {
-            on_error_(status.message);
-            return;
+        if (!st.ok) on_error_(st.message);
+        return st.ok;
+    };
+    for (auto& job : jobs) {
+        if (auto* w = std::get_if<LogWrite>(&job)) {
+            logs.push_back(std::move(*w));
+        } else if (auto* a = std::get_if<AppliedState>(&job)) {
+            applied.push_back(std::move(*a));
+        } else if (auto* s = std::get_if<SnapshotInstall>(&job)) {
+            if (!flush()) return false;
+            auto st = db_.install(*s);
+            if (!st.ok) {
+                on_error_(st.message);
+                return false;
+            }
+        } else if (auto* c = std::get_if<CheckpointRequest>(&job)) {
+            if (!flush()) return false;
+            c->done(db_.checkpoint(c->meta));
         }
-        if (!appends.empty()) on_written_(appends.back().index);
-        appends.clear();
-        applied.clear();
     }
+    return flush();
 }
 
 }  // namespace dueq::storage

@@ -1,10 +1,12 @@
 // The storage thread: it owns all writes to the Database and does group commit.
 //
-// The event loop hands it log records and applied states; the thread takes everything
-// that is waiting at that moment, writes it as one batch with one fsync, and reports
-// back through `on_written` (called on the storage thread: the callee posts to its own
-// loop). A failed write is fatal (`on_error`): a node must not go on after its log
-// could not be made durable.
+// The event loop hands it jobs: log writes (the persistence half of a Raft Ready),
+// applied states, snapshot installs and checkpoint requests. The thread takes everything
+// that is waiting at that moment and carries it out in order: consecutive log writes and
+// applied states go out as one batch with at most one fsync. Each job gets a ticket from
+// submit(); `on_written(ticket)` (called on the storage thread: the callee posts to its
+// own loop) says every job up to that ticket is done. A failed write is fatal
+// (`on_error`): a node must not go on after its log could not be made durable.
 #pragma once
 
 #include <condition_variable>
@@ -12,35 +14,44 @@
 #include <functional>
 #include <mutex>
 #include <thread>
+#include <variant>
 #include <vector>
 
 #include "storage/database.h"
 
 namespace dueq::storage {
 
+// Takes a checkpoint once everything queued before it is written; `done` runs on the
+// storage thread.
+struct CheckpointRequest {
+    raft::SnapshotMeta meta;
+    std::function<void(std::shared_ptr<const Checkpoint>)> done;
+};
+
+using Job = std::variant<LogWrite, AppliedState, SnapshotInstall, CheckpointRequest>;
+
 class Writer {
   public:
-    // `on_written(last_index)`: every record up to last_index is durable (per the sync
-    // policy). `on_error(message)`: a write failed; nothing more will be written.
-    Writer(Database& db, std::function<void(std::uint64_t)> on_written,
+    Writer(Database& db, std::function<void(std::uint64_t ticket)> on_written,
            std::function<void(const std::string&)> on_error);
-    ~Writer();  // writes what is queued, then stops
+    ~Writer();  // carries out what is queued, then stops
 
-    void append(LogRecord record);
-    void apply(AppliedState state);
-    // Number of batches (and so fsyncs) written so far; for metrics and tests.
+    // Queues a job; returns its ticket (1, 2, 3, ... in submission order).
+    std::uint64_t submit(Job job);
+    // Number of write batches so far; for metrics and tests.
     std::uint64_t batches() const;
 
   private:
     void run();
+    bool carry_out(std::vector<Job>& jobs);
 
     Database& db_;
     std::function<void(std::uint64_t)> on_written_;
     std::function<void(const std::string&)> on_error_;
-    mutable std::mutex mu_;  // guards pending_appends_, pending_applied_, stop_, batches_
+    mutable std::mutex mu_;  // guards pending_, next_ticket_, stop_, batches_
     std::condition_variable cv_;
-    std::vector<LogRecord> pending_appends_;
-    std::vector<AppliedState> pending_applied_;
+    std::vector<Job> pending_;
+    std::uint64_t next_ticket_ = 0;  // ticket of the last job submitted
     bool stop_ = false;
     std::uint64_t batches_ = 0;
     std::thread thread_;

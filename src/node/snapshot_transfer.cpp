@@ -1,0 +1,146 @@
+#include "node/snapshot_transfer.h"
+
+#include <spdlog/spdlog.h>
+
+namespace dueq::node {
+namespace {
+
+constexpr std::size_t kChunkBytes = 1u << 20;
+constexpr std::size_t kMaxQueuedBytes = 8u << 20;
+constexpr std::size_t kHeaderBytes = 1 + 8 * 4 + 4 + 1;
+
+void put_be(std::string& out, std::uint64_t v, int bytes) {
+    for (int i = bytes - 1; i >= 0; --i)
+        out.push_back(char(v >> (8 * i)));
+}
+std::uint64_t get_be(std::string_view s, std::size_t at, int bytes) {
+    std::uint64_t v = 0;
+    for (int i = 0; i < bytes; ++i)
+        v = (v << 8) | static_cast<unsigned char>(s[at + i]);
+    return v;
+}
+
+std::string header(raft::Term term, const raft::SnapshotMeta& meta, std::uint32_t seq, bool last) {
+    std::string h;
+    h.reserve(kChunkBytes + 4096);
+    h.push_back(SnapshotTransfer::kKind);
+    put_be(h, term, 8);
+    put_be(h, meta.index, 8);
+    put_be(h, meta.term, 8);
+    put_be(h, meta.time, 8);
+    put_be(h, seq, 4);
+    h.push_back(last ? 1 : 0);
+    return h;
+}
+
+}  // namespace
+
+void SnapshotTransfer::start_send(const raft::Message& m,
+                                  std::shared_ptr<const storage::Checkpoint> cp) {
+    auto it = out_.find(m.to);
+    if (it != out_.end() && it->second.checkpoint->meta() == cp->meta() &&
+        it->second.message.term == m.term)
+        return;
+    Outgoing o;
+    o.message = m;
+    o.message.snapshot->meta = cp->meta();
+    o.reader = std::make_unique<storage::Checkpoint::Reader>(cp);
+    o.checkpoint = std::move(cp);
+    spdlog::info("sending snapshot at index {} to peer {}", o.checkpoint->meta().index, m.to);
+    out_[m.to] = std::move(o);
+}
+
+void SnapshotTransfer::pump(const Send& send, const QueuedBytes& queued) {
+    for (auto it = out_.begin(); it != out_.end();) {
+        const std::uint64_t peer = it->first;
+        Outgoing& o = it->second;
+        bool failed = false;
+        while (!o.done && queued(peer) < kMaxQueuedBytes) {
+            std::string chunk;
+            bool more = true;
+            if (o.next_seq == 0) {
+                chunk = header(o.message.term, o.checkpoint->meta(), 0, false);
+                chunk += o.reader->store_meta();
+            } else {
+                chunk = header(o.message.term, o.checkpoint->meta(), o.next_seq, false);
+                more = o.reader->next(chunk, kChunkBytes);
+                if (!o.reader->status().ok) {
+                    spdlog::error("snapshot to peer {}: {}", peer, o.reader->status().message);
+                    failed = true;
+                    break;
+                }
+                if (!more) chunk[kHeaderBytes - 1] = 1;
+            }
+            if (!send(peer, std::move(chunk))) {
+                failed = true;  // the link dropped it: the stream has a hole
+                break;
+            }
+            ++o.next_seq;
+            if (!more) {
+                o.done = true;
+                spdlog::info("sent snapshot at index {} to peer {} in {} chunks",
+                             o.checkpoint->meta().index, peer, o.next_seq);
+            }
+        }
+        it = (failed || o.done) ? out_.erase(it) : std::next(it);
+    }
+}
+
+void SnapshotTransfer::cancel(std::uint64_t peer) {
+    out_.erase(peer);
+    in_.erase(peer);
+}
+
+void SnapshotTransfer::cancel_all() {
+    out_.clear();
+    in_.clear();
+}
+
+std::optional<raft::Message> SnapshotTransfer::receive(std::uint64_t from, std::uint64_t self,
+                                                       std::string_view chunk) {
+    if (chunk.size() < kHeaderBytes) return std::nullopt;
+    const raft::Term term = get_be(chunk, 1, 8);
+    const raft::SnapshotMeta meta{get_be(chunk, 9, 8), get_be(chunk, 17, 8), get_be(chunk, 25, 8)};
+    const auto seq = std::uint32_t(get_be(chunk, 33, 4));
+    const bool last = chunk[kHeaderBytes - 1] != 0;
+    const std::string_view body = chunk.substr(kHeaderBytes);
+    if (seq == 0) {
+        Incoming fresh;
+        fresh.term = term;
+        fresh.meta = meta;
+        fresh.next_seq = 1;
+        fresh.records.meta = meta;
+        fresh.records.store_meta_sealed = std::string(body);
+        in_[from] = std::move(fresh);
+        return std::nullopt;
+    }
+    auto it = in_.find(from);
+    if (it == in_.end()) return std::nullopt;
+    Incoming& in = it->second;
+    if (in.term != term || !(in.meta == meta) || in.next_seq != seq ||
+        !storage::split_pairs(body, in.records.tasks)) {
+        spdlog::warn("snapshot from peer {}: chunk {} out of order or malformed; dropped", from,
+                     seq);
+        in_.erase(it);
+        return std::nullopt;
+    }
+    ++in.next_seq;
+    if (!last) return std::nullopt;
+    spdlog::info("received snapshot at index {} from peer {}: {} tasks", meta.index, from,
+                 in.records.tasks.size());
+    raft::Message m{.type = raft::MessageType::snapshot, .from = from, .to = self, .term = term};
+    m.snapshot = raft::Snapshot{meta, {}};
+    received_ = std::move(in.records);
+    in_.erase(it);
+    return m;
+}
+
+std::optional<storage::SnapshotInstall> SnapshotTransfer::take_received(
+    const raft::SnapshotMeta& meta) {
+    if (!received_ || !(received_->meta == meta)) return std::nullopt;
+    auto out = std::move(received_);
+    received_.reset();
+    return out;
+}
+
+}  // namespace dueq::node
