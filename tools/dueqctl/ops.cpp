@@ -9,6 +9,9 @@
 #include "output.h"
 
 namespace dueq::dueqctl {
+
+void add_status_command(CLI::App& app, Context& ctx);
+
 namespace {
 
 using client::Code;
@@ -25,25 +28,6 @@ int run_ping(Context& ctx) {
         std::cout << "pong from " << ctx.client().current_address() << " in " << us / 1000.0
                   << " ms\n";
     }
-    return 0;
-}
-
-int run_status(Context& ctx) {
-    auto r = ctx.client().status(ctx.call_options());
-    if (!r.ok()) return report(r.error());
-    if (ctx.json) {
-        print_json(payload_json(r->raw));
-        return 0;
-    }
-    print_fields({{"node", r->node_id},
-                  {"address", ctx.client().current_address()},
-                  {"role", r->role},
-                  {"mode", r->mode},
-                  {"term", std::to_string(r->term)},
-                  {"leader", r->leader.empty() ? "(unknown)" : r->leader},
-                  {"commit_index", std::to_string(r->commit_index)},
-                  {"applied_index", std::to_string(r->applied_index)},
-                  {"peers", r->peers.empty() ? "[]" : payload_text(r->peers)}});
     return 0;
 }
 
@@ -72,10 +56,7 @@ void add_simple_commands(CLI::App& app, Context& ctx) {
     command(app, ctx, "ping", "Check that a node answers (round trip time).",
             "  dueqctl ping\n  dueqctl --addr 10.0.0.2:7700 ping --json\n",
             [&ctx] { return run_ping(ctx); });
-    command(app, ctx, "status",
-            "Show the node's Raft role, term, leader, indexes, peers and mode.",
-            "  dueqctl status\n  dueqctl --addr 127.0.0.1:7701 status --json\n",
-            [&ctx] { return run_status(ctx); });
+    add_status_command(app, ctx);
     auto queue = std::make_shared<std::string>();
     auto* stats = command(app, ctx, "stats",
                           "Count tasks by status, with the next due and the oldest late task, "
