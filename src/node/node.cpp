@@ -75,6 +75,18 @@ std::optional<std::string> Node::start() {
             std::_Exit(70);
         });
     if (auto err = start_raft(loaded)) return err;
+    // Serve clients only once what is known to be committed is applied, so that a restart
+    // never answers from an older state than the one it acknowledged. Alone, everything
+    // durable is committed (a majority of one); in a cluster, up to the stored commit.
+    const raft::Index durable = loaded.base.index + loaded.entries.size();
+    const raft::Index target =
+        config_.members.size() > 1 ? std::min(loaded.hard_state.commit, durable) : durable;
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(10);
+    while (applied_.index < target && !stopped_ && std::chrono::steady_clock::now() < give_up)
+        io_.run_one_for(std::chrono::milliseconds(100));
+    if (applied_.index < target)
+        return "could not replay the log up to index " + std::to_string(target) +
+               " (applied " + std::to_string(applied_.index) + ")";
 
     next_session_ = std::uint64_t(now_ms()) << 12;
     try {

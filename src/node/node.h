@@ -155,6 +155,7 @@ class Node {
     std::map<raft::Index, Proposal> proposals_;  // proposed here, not yet applied
     raft::SnapshotMeta applied_;                  // the last applied entry
     std::uint64_t persisted_index_ = 0;           // applied index last handed to the writer
+    raft::Index replay_until_ = 0;  // last entry on disk at start, until it is applied
     std::shared_ptr<const storage::Checkpoint> checkpoint_;
     bool checkpoint_pending_ = false;
     raft::Index advance_index_ = 0;  // an Advance proposed and not applied yet

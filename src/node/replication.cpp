@@ -43,6 +43,8 @@ std::optional<std::string> Node::start_raft(const storage::Loaded& loaded) {
     }
     log_.set_hard_state(loaded.hard_state);
     applied_ = log_.snapshot().meta;
+    replay_until_ = loaded.base.index + loaded.entries.size();
+    if (replay_until_ <= applied_.index) replay_until_ = 0;
     applied_.time = std::max<raft::Millis>(applied_.time, raft::Millis(loaded.applied_time));
     checkpoint_ = db_->checkpoint(log_.snapshot().meta);
 
@@ -206,6 +208,10 @@ void Node::finish_ready() {
         wrote = wrote || e.type == raft::EntryType::normal;
     }
     if (!rd.committed_entries.empty()) persist_applied();
+    if (replay_until_ != 0 && applied_.index >= replay_until_) {
+        spdlog::info("replayed the log tail after restart: applied index {}", applied_.index);
+        replay_until_ = 0;
+    }
     if (rd.snapshot_wanted) take_checkpoint();
     raft_->advance(rd);
     if (wrote || rd.role != raft::Role::leader) {

@@ -73,6 +73,9 @@ TEST_CASE("Delete, Bury, Kick and ReleaseSession round-trip", "[queue][codec]") 
     CHECK(k.queue == "q");
     CHECK(k.count == 77);
     CHECK(round_trip(ReleaseSession{123456789012345ULL}).session == 123456789012345ULL);
+    auto advance = decode_command(encode_command(Advance{}));
+    REQUIRE(advance);
+    CHECK(std::holds_alternative<Advance>(*advance));
 }
 
 TEST_CASE("Take round-trips", "[queue][codec]") {

@@ -32,6 +32,7 @@ std::string describe(const Command& c) {
             if constexpr (std::is_same_v<T, Bury>) o << "Bury " << x.key << " " << x.lease;
             if constexpr (std::is_same_v<T, Kick>) o << "Kick " << x.queue << " " << x.count;
             if constexpr (std::is_same_v<T, ReleaseSession>) o << "ReleaseSession " << x.session;
+            if constexpr (std::is_same_v<T, Advance>) o << "Advance";
         },
         c);
     return o.str();
@@ -171,7 +172,8 @@ struct Generator {
         if (kind < 75) return Bury{q, k, lease};
         if (kind < 80) return Kick{queue(), static_cast<std::uint32_t>(below(3))};
         if (kind < 85) return Delete{queue(), key()};
-        if (kind < 88) return ReleaseSession{1 + below(3)};
+        if (kind < 87) return ReleaseSession{1 + below(3)};
+        if (kind < 88) return Advance{};
         Declare d{queue()};
         if (chance(40)) d.lead_ms = std::vector<Millis>{0, 300, 1500}[below(3)];
         if (chance(40)) d.ttr_ms = 200 + static_cast<Millis>(below(1500));
