@@ -15,9 +15,17 @@ id = "n1"
 client_listen = "127.0.0.1:7700"
 data_dir = "./data/n1"
 
+# No [cluster]: this node stands alone (a Raft group of one). See docs/config.md.
+
+[raft]
+tick_ms = 10
+heartbeat_ms = 100
+election_timeout_ms = 1000
+snapshot_entries = 10000  # applied entries between snapshots
+
 [storage]
 fsync = "always"    # "always": every reply waits for its log entry's fsync; "never": OS decides
-log_keep = 10000    # log entries kept behind the applied index
+log_keep = 10000    # log entries kept behind the latest snapshot
 
 [sessions]
 grace_ms = 5000     # how long a closed connection's tasks stay taken, waiting for a resume
