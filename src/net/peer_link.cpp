@@ -1,0 +1,173 @@
+#include "net/peer_link.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cstring>
+
+#include "net/peer_handshake.h"
+
+namespace dueq::net {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+
+namespace {
+
+constexpr std::size_t kInitialBuffer = 16 * 1024;
+
+std::string endpoint_string(const tcp::endpoint& ep) {
+    return ep.address().to_string() + ":" + std::to_string(ep.port());
+}
+
+}  // namespace
+
+PeerLink::PeerLink(tcp::socket socket, bool dialed, std::weak_ptr<PeerLinkOwner> owner)
+    : socket_(std::move(socket)),
+      owner_(std::move(owner)),
+      dialed_(dialed),
+      in_(kInitialBuffer),
+      frame_limit_(kMaxPeerHelloBytes),
+      last_received_(Clock::now()),
+      last_sent_(last_received_) {
+    if (dialed_) return;
+    boost::system::error_code ec;
+    socket_.set_option(tcp::no_delay(true), ec);
+    auto ep = socket_.remote_endpoint(ec);
+    if (!ec) remote_ = endpoint_string(ep);
+}
+
+void PeerLink::connect(const tcp::endpoint& to) {
+    remote_ = endpoint_string(to);
+    socket_.async_connect(to, [self = shared_from_this()](boost::system::error_code ec) {
+        if (!self->open_) return;
+        if (ec) return self->close("connect: " + ec.message());
+        boost::system::error_code ignored;
+        self->socket_.set_option(tcp::no_delay(true), ignored);
+        self->last_received_ = Clock::now();
+        if (auto owner = self->owner_.lock())
+            owner->on_link_connected(self);
+        else
+            self->close("mesh gone", false);
+    });
+}
+
+void PeerLink::start_reading() {
+    read_more();
+}
+
+void PeerLink::read_more() {
+    if (!open_) return;
+    if (in_len_ == in_.size()) in_.resize(in_.size() * 2);
+    socket_.async_read_some(
+        asio::buffer(in_.data() + in_len_, in_.size() - in_len_),
+        [self = shared_from_this()](boost::system::error_code ec, std::size_t n) {
+            if (!self->open_) return;
+            if (ec) {
+                return self->close(ec == asio::error::eof ? "connection closed by peer"
+                                                          : ec.message());
+            }
+            self->in_len_ += n;
+            self->last_received_ = Clock::now();
+            self->consume();
+            self->read_more();
+        });
+}
+
+void PeerLink::consume() {
+    auto owner = owner_.lock();
+    if (!owner) return close("mesh gone", false);
+    auto self = shared_from_this();
+    std::size_t pos = 0;
+    while (open_ && in_len_ - pos >= 4) {
+        const auto* p = reinterpret_cast<const unsigned char*>(in_.data() + pos);
+        const std::size_t len = (std::size_t(p[0]) << 24) | (std::size_t(p[1]) << 16) |
+                                (std::size_t(p[2]) << 8) | std::size_t(p[3]);
+        if (len > frame_limit_) {
+            spdlog::warn("peer link {}: frame of {} bytes exceeds the limit of {}; closing",
+                         remote_, len, frame_limit_);
+            return close("frame of " + std::to_string(len) + " bytes over the limit");
+        }
+        if (in_len_ - pos < 4 + len) {
+            // Make room for the whole frame; its size is capped above.
+            if (in_.size() < 4 + len) in_.resize(4 + len);
+            break;
+        }
+        // The owner may close this link or stop the mesh here; `in_` stays intact.
+        if (len > 0) owner->on_link_frame(self, std::string_view(in_.data() + pos + 4, len));
+        pos += 4 + len;
+    }
+    if (!open_) return;
+    if (pos > 0) {
+        std::memmove(in_.data(), in_.data() + pos, in_len_ - pos);
+        in_len_ -= pos;
+    }
+    // A large frame grew the buffer; give the memory back once it is consumed.
+    if (in_len_ < kInitialBuffer && in_.size() > 1024 * 1024) {
+        in_.resize(kInitialBuffer);
+        in_.shrink_to_fit();
+    }
+}
+
+void PeerLink::send(std::string payload) {
+    if (!open_) return;
+    const std::size_t n = payload.size();
+    OutFrame f{{static_cast<unsigned char>(n >> 24), static_cast<unsigned char>(n >> 16),
+                static_cast<unsigned char>(n >> 8), static_cast<unsigned char>(n)},
+               std::move(payload)};
+    queued_bytes_ += 4 + n;
+    out_queue_.push_back(std::move(f));
+    last_sent_ = Clock::now();
+    if (!writing_) write_more();
+}
+
+std::vector<std::string> PeerLink::take_unsent() {
+    std::vector<std::string> payloads;
+    for (auto& f : out_queue_) {
+        queued_bytes_ -= 4 + f.payload.size();
+        if (!f.payload.empty()) payloads.push_back(std::move(f.payload));
+    }
+    out_queue_.clear();
+    return payloads;
+}
+
+void PeerLink::write_more() {
+    if (!open_ || out_queue_.empty()) {
+        writing_ = false;
+        return;
+    }
+    writing_ = true;
+    out_flight_.swap(out_queue_);  // out_flight_ was empty
+    std::vector<asio::const_buffer> bufs;
+    bufs.reserve(out_flight_.size() * 2);
+    for (const auto& f : out_flight_) {
+        bufs.emplace_back(asio::buffer(f.prefix));
+        if (!f.payload.empty()) bufs.emplace_back(asio::buffer(f.payload));
+    }
+    asio::async_write(socket_, bufs,
+                      [self = shared_from_this()](boost::system::error_code ec, std::size_t) {
+                          self->on_written(ec);
+                      });
+}
+
+void PeerLink::on_written(boost::system::error_code ec) {
+    if (!open_) return;  // close() already dropped the counts
+    for (const auto& f : out_flight_)
+        queued_bytes_ -= 4 + f.payload.size();
+    out_flight_.clear();
+    if (ec) return close("write: " + ec.message());
+    write_more();
+}
+
+void PeerLink::close(const std::string& reason, bool notify) {
+    if (!open_) return;
+    open_ = false;
+    boost::system::error_code ec;
+    socket_.shutdown(tcp::socket::shutdown_both, ec);
+    socket_.close(ec);
+    out_queue_.clear();  // out_flight_ stays until its write completes (aborted)
+    queued_bytes_ = 0;
+    if (!notify) return;
+    if (auto owner = owner_.lock()) owner->on_link_closed(shared_from_this(), reason);
+}
+
+}  // namespace dueq::net

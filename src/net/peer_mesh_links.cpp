@@ -1,0 +1,160 @@
+#include "net/peer_mesh_core.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+namespace dueq::net {
+
+using Clock = PeerLink::Clock;
+using State = PeerLink::State;
+
+namespace {
+
+// Cluster ids come from the network: keep control bytes out of the log.
+std::string printable(std::string_view s) {
+    std::string out(s);
+    for (auto& c : out)
+        if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = '?';
+    return out;
+}
+
+}  // namespace
+
+// ---- link events ----
+
+void MeshCore::on_link_connected(const std::shared_ptr<PeerLink>& link) {
+    if (stopped_) return link->close("mesh stopped", false);
+    link->state = State::handshaking;
+    link->send(hello_for(link->peer_id));
+    link->start_reading();
+}
+
+void MeshCore::on_link_frame(const std::shared_ptr<PeerLink>& link, std::string_view payload) {
+    if (stopped_) return;
+    switch (link->state) {
+        case State::handshaking:
+            return on_hello(link, payload);
+        case State::active:
+            if (on_message_) on_message_(link->peer_id, payload);
+            return;
+        case State::connecting:
+        case State::superseded:  // delivering these could reorder messages; drop them
+            return;
+    }
+}
+
+void MeshCore::on_link_closed(const std::shared_ptr<PeerLink>& link, const std::string& reason) {
+    std::erase(links_, link);
+    if (stopped_) return;
+    auto it = peers_.find(link->peer_id);
+    if (it == peers_.end()) return;  // an inbound link that never said who it was
+    Peer& peer = it->second;
+    if (peer.dialing == link) {
+        peer.dialing.reset();
+        spdlog::debug("peer mesh: dial to peer {} at {} failed: {}", peer.id, peer.address, reason);
+        return schedule_redial(peer);
+    }
+    if (peer.active != link) return;
+    peer.active.reset();
+    // A superseded link waits for the other side to close it; no use keeping it now.
+    const auto links = links_;
+    for (const auto& l : links)
+        if (l->peer_id == peer.id && l->state == State::superseded) l->close("peer down");
+    spdlog::info("peer mesh: peer {} down: {}", peer.id, reason);
+    schedule_redial(peer);
+    if (on_change_) on_change_(peer.id, false);
+}
+
+// ---- handshake ----
+
+std::string MeshCore::hello_for(std::uint64_t target) const {
+    return encode_hello(
+        PeerHello{opts_.cluster_id, opts_.fingerprint, opts_.self_id, target, incarnation_});
+}
+
+void MeshCore::on_hello(const std::shared_ptr<PeerLink>& link, std::string_view payload) {
+    const auto decoded = decode_hello(payload);
+    if (!decoded.hello) {
+        spdlog::warn("peer mesh: refused handshake {} {}: {}", link->dialed() ? "with" : "from",
+                     link->remote(), decoded.error);
+        return link->close("handshake refused");
+    }
+    const PeerHello& h = *decoded.hello;
+    if (auto why = refusal(h, *link); !why.empty()) {
+        spdlog::warn(
+            "peer mesh: refused handshake {} {} (node {} to node {}, cluster '{}', fingerprint "
+            "{:#x}); we are node {} of cluster '{}', fingerprint {:#x}: {}",
+            link->dialed() ? "with" : "from", link->remote(), h.sender, h.target,
+            printable(h.cluster_id), h.fingerprint, opts_.self_id, printable(opts_.cluster_id),
+            opts_.fingerprint, why);
+        return link->close("handshake refused");
+    }
+    link->peer_id = h.sender;
+    link->peer_incarnation = h.incarnation;
+    establish(link);
+}
+
+std::string MeshCore::refusal(const PeerHello& h, const PeerLink& link) const {
+    if (h.cluster_id != opts_.cluster_id) return "wrong cluster id";
+    if (h.fingerprint != opts_.fingerprint) return "membership fingerprint differs";
+    if (h.sender == opts_.self_id) return "sender id is our own";
+    if (h.target != opts_.self_id) return "addressed to another node";
+    if (!peers_.contains(h.sender)) return "sender is not a member";
+    if (link.dialed() && h.sender != link.peer_id)
+        return "we dialed node " + std::to_string(link.peer_id) + " at that address";
+    return {};
+}
+
+// Both sides of a pair make the same choice: see the header.
+bool MeshCore::prefer(const PeerLink& candidate, const PeerLink& current) const {
+    if (candidate.peer_incarnation != current.peer_incarnation) return true;  // peer restarted
+    if (candidate.dialed() == current.dialed()) return true;  // its dialer gave up the old one
+    const bool self_is_lower = opts_.self_id < candidate.peer_id;
+    return candidate.dialed() == self_is_lower;
+}
+
+void MeshCore::establish(const std::shared_ptr<PeerLink>& link) {
+    Peer& peer = peers_.at(link->peer_id);
+    const auto old = peer.active;
+    if (old && !prefer(*link, *old)) return retire(link);
+    if (!link->dialed()) link->send(hello_for(peer.id));  // accepted: answer only now
+    link->state = State::active;
+    link->set_frame_limit(opts_.max_frame_bytes);
+    peer.active = link;
+    if (peer.dialing == link) peer.dialing.reset();
+    peer.backoff = opts_.backoff_min;
+    const bool restarted = old && old->peer_incarnation != link->peer_incarnation;
+    if (old) {
+        // Same peer process: what it has not been sent yet still goes, in order.
+        if (!restarted)
+            for (auto& payload : old->take_unsent())
+                link->send(std::move(payload));
+        retire(old);
+    }
+    if (old && !restarted) return;  // a swap: the peer never went away
+    spdlog::info("peer mesh: peer {} up{} ({} {})", peer.id, restarted ? " again, restarted" : "",
+                 link->dialed() ? "dialed" : "accepted from", link->remote());
+    if (restarted && on_change_) on_change_(peer.id, false);
+    if (!stopped_ && on_change_) on_change_(peer.id, true);
+}
+
+// The loser of a duplicate: closed now, unless we are the higher id and both dialed (one
+// each); then the lower-id node closes it once its side has switched.
+void MeshCore::retire(const std::shared_ptr<PeerLink>& loser) {
+    Peer& peer = peers_.at(loser->peer_id);
+    const bool one_each = peer.active && peer.active != loser &&
+                          peer.active->dialed() != loser->dialed() &&
+                          peer.active->peer_incarnation == loser->peer_incarnation;
+    if (opts_.self_id > peer.id && one_each && loser->dialed()) {
+        if (peer.dialing == loser) peer.dialing.reset();
+        loser->state = State::superseded;
+        loser->deadline = Clock::now() + opts_.connect_timeout;
+        return;
+    }
+    spdlog::debug("peer mesh: closing duplicate connection to peer {} ({})", peer.id,
+                  loser->remote());
+    loser->close("duplicate");
+}
+
+}  // namespace dueq::net
