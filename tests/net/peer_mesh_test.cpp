@@ -1,0 +1,641 @@
+#include <catch2/catch.hpp>
+
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <random>
+#include <thread>
+
+#include "net/peer_handshake.h"
+#include "net/peer_mesh.h"
+
+using namespace dueq::net;
+using namespace std::chrono_literals;
+namespace asio = boost::asio;
+using asio::ip::tcp;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+const std::string kCluster = "test-cluster";
+constexpr std::uint64_t kFingerprint = 0xfeedface;
+
+// Runs `io` until pred() holds or `limit` passes; returns pred().
+template <typename Pred>
+bool run_until(asio::io_context& io, Pred pred, std::chrono::milliseconds limit = 5s) {
+    const auto end = Clock::now() + limit;
+    while (!pred() && Clock::now() < end) {
+        if (io.stopped()) io.restart();
+        io.run_for(2ms);
+    }
+    return pred();
+}
+
+void run_for(asio::io_context& io, std::chrono::milliseconds d) {
+    run_until(
+        io, [] { return false; }, d);
+}
+
+// A port nobody listens on right now (bound, read, released).
+std::uint16_t free_port() {
+    asio::io_context io;
+    tcp::acceptor a(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+    return a.local_endpoint().port();
+}
+
+std::string addr(std::uint16_t port) {
+    return "127.0.0.1:" + std::to_string(port);
+}
+
+std::string frame(std::string_view payload) {
+    const auto n = std::uint32_t(payload.size());
+    std::string f{char(n >> 24), char(n >> 16), char(n >> 8), char(n)};
+    return f.append(payload);
+}
+
+std::string random_bytes(std::mt19937& rng, std::size_t n) {
+    std::string s(n, '\0');
+    for (auto& c : s)
+        c = char(rng());
+    return s;
+}
+
+// One mesh plus what its callbacks saw. Counters are atomic for the threaded test.
+struct Node {
+    std::uint64_t id = 0;
+    std::unique_ptr<PeerMesh> mesh;
+    std::map<std::uint64_t, std::vector<std::string>> received;
+    std::map<std::uint64_t, std::atomic<int>> ups, downs;
+    std::atomic<int> changes{0};
+    bool up(std::uint64_t peer) const { return mesh->connected(peer); }
+};
+
+// Nodes 1..n on fixed loopback ports, plus `phantoms`: members nobody runs (raw sockets
+// in the tests speak for them).
+struct Cluster {
+    std::map<std::uint64_t, std::uint16_t> ports;
+    std::map<std::uint64_t, std::unique_ptr<Node>> nodes;
+    MeshOptions base;
+
+    explicit Cluster(std::vector<std::uint64_t> real, std::vector<std::uint64_t> phantoms = {}) {
+        for (auto id : real)
+            ports[id] = free_port();
+        for (auto id : phantoms)
+            ports[id] = free_port();
+        base.cluster_id = kCluster;
+        base.fingerprint = kFingerprint;
+        base.heartbeat = 50ms;
+        base.dead_after = 2s;
+        base.backoff_min = 10ms;
+        base.backoff_max = 100ms;
+        base.connect_timeout = 500ms;
+        for (auto id : real)
+            nodes[id] = std::make_unique<Node>();
+    }
+
+    MeshOptions options(std::uint64_t self) const {
+        MeshOptions o = base;
+        o.self_id = self;
+        o.listen = addr(ports.at(self));
+        for (auto& [id, port] : ports)
+            if (id != self) o.peers.push_back({id, addr(port)});
+        return o;
+    }
+
+    // (Re)creates node `id`'s mesh on its port and starts it.
+    Node& start(asio::io_context& io, std::uint64_t id) { return start(io, id, options(id)); }
+    Node& start(asio::io_context& io, std::uint64_t id, MeshOptions o) {
+        Node& n = *nodes.at(id);
+        n.id = id;
+        for (auto& [peer, port] : ports) {  // every key exists before any loop runs
+            n.ups[peer];
+            n.downs[peer];
+        }
+        n.mesh = std::make_unique<PeerMesh>(
+            io, std::move(o),
+            [&n](std::uint64_t from, std::string_view p) { n.received[from].emplace_back(p); },
+            [&n](std::uint64_t peer, bool connected) {
+                ++(connected ? n.ups : n.downs)[peer];
+                ++n.changes;
+            });
+        n.mesh->start();
+        return n;
+    }
+
+    bool all_connected() const {
+        for (auto& [id, n] : nodes)
+            for (auto& [other, m] : nodes)
+                if (id != other && !n->up(other)) return false;
+        return true;
+    }
+};
+
+// A hand-driven peer: a plain socket speaking (or not) the mesh's protocol.
+struct RawPeer {
+    asio::io_context& io;
+    tcp::socket sock;
+    std::string in;
+    bool closed = false;
+
+    // Takes a socket accepted from a mesh that dialed us.
+    RawPeer(asio::io_context& io_, tcp::socket s) : io(io_), sock(std::move(s)) {
+        sock.non_blocking(true);
+    }
+    RawPeer(asio::io_context& io_, std::uint16_t port, int rcvbuf = 0) : io(io_), sock(io_) {
+        sock.open(tcp::v4());
+        if (rcvbuf) sock.set_option(asio::socket_base::receive_buffer_size(rcvbuf));
+        sock.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port));
+        sock.non_blocking(true);
+    }
+    void write(const std::string& bytes) {
+        sock.non_blocking(false);
+        asio::write(sock, asio::buffer(bytes));
+        sock.non_blocking(true);
+    }
+    void hello(std::uint64_t sender, std::uint64_t target, std::string cluster = kCluster,
+               std::uint64_t fingerprint = kFingerprint, std::uint64_t incarnation = 42) {
+        write(frame(encode_hello({cluster, fingerprint, sender, target, incarnation})));
+    }
+    void pump() {
+        char buf[4096];
+        boost::system::error_code ec;
+        while (!closed) {
+            const auto n = sock.read_some(asio::buffer(buf), ec);
+            if (ec == asio::error::would_block) return;
+            if (ec) closed = true;
+            in.append(buf, n);
+        }
+    }
+    // Runs the io_context until the mesh closes this socket (EOF or reset).
+    bool wait_closed(std::chrono::milliseconds limit = 3s) {
+        return run_until(
+            io, [&] { return pump(), closed; }, limit);
+    }
+    bool wait_bytes(std::size_t n, std::chrono::milliseconds limit = 3s) {
+        return run_until(
+            io, [&] { return pump(), in.size() >= n; }, limit);
+    }
+};
+
+// Waits for the mesh to dial a test-owned listener and returns the accepted socket.
+tcp::socket accept_dial(asio::io_context& io, tcp::acceptor& listener) {
+    listener.non_blocking(true);
+    tcp::socket s(io);
+    boost::system::error_code ec;
+    run_until(io, [&] { return listener.accept(s, ec), !ec; });
+    return s;
+}
+
+// Bytes of a hello frame in this cluster (every node's is the same size).
+const std::size_t kHelloFrame = 4 + encode_hello({kCluster, kFingerprint, 1, 2, 3}).size();
+
+PeerHello hello_in(const RawPeer& raw) {
+    REQUIRE(raw.in.size() >= kHelloFrame);
+    auto d = decode_hello(std::string_view(raw.in).substr(4, kHelloFrame - 4));
+    REQUIRE(d.hello);
+    return *d.hello;
+}
+
+tcp::endpoint loopback(std::uint16_t port) {
+    return {asio::ip::make_address("127.0.0.1"), port};
+}
+
+void quiet() {
+    spdlog::set_level(spdlog::level::err);  // refusals are expected here; keep output short
+}
+
+}  // namespace
+
+TEST_CASE("peer hello round-trips and rejects malformed bytes", "[peer_mesh]") {
+    const PeerHello h{"c1", 0x0102030405060708, 7, 9, 0xabcdef};
+    const auto bytes = encode_hello(h);
+    auto d = decode_hello(bytes);
+    REQUIRE(d.hello);
+    CHECK(d.hello->cluster_id == "c1");
+    CHECK(d.hello->fingerprint == 0x0102030405060708);
+    CHECK(d.hello->sender == 7);
+    CHECK(d.hello->target == 9);
+    CHECK(d.hello->incarnation == 0xabcdef);
+
+    CHECK_FALSE(decode_hello(bytes.substr(0, bytes.size() - 1)).hello);  // id length mismatch
+    CHECK_FALSE(decode_hello(bytes + "x").hello);
+    CHECK_FALSE(decode_hello(bytes.substr(0, 10)).hello);  // too short
+    CHECK_FALSE(decode_hello("").hello);
+    auto bad_magic = bytes;
+    bad_magic[0] ^= 1;
+    CHECK(decode_hello(bad_magic).error.find("magic") != std::string::npos);
+    auto bad_version = bytes;
+    bad_version[5] = 9;
+    CHECK(decode_hello(bad_version).error.find("version") != std::string::npos);
+}
+
+TEST_CASE("three meshes connect fully and deliver in order, verbatim", "[peer_mesh]") {
+    quiet();
+    asio::io_context io;
+    Cluster c({1, 2, 3});
+    for (std::uint64_t id = 1; id <= 3; ++id)
+        c.start(io, id);
+    REQUIRE(run_until(io, [&] { return c.all_connected(); }));
+
+    constexpr int kCount = 1000;
+    for (auto& [from, n] : c.nodes)
+        for (std::uint64_t to = 1; to <= 3; ++to)
+            if (to != from)
+                for (int i = 0; i < kCount; ++i)
+                    REQUIRE(n->mesh->send(to, std::to_string(from) + ">" + std::to_string(to) +
+                                                  "#" + std::to_string(i)));
+    auto all_received = [&](std::size_t count) {
+        for (auto& [id, n] : c.nodes)
+            for (auto& [other, m] : c.nodes)
+                if (id != other && n->received[other].size() < count) return false;
+        return true;
+    };
+    REQUIRE(run_until(io, [&] { return all_received(kCount); }));
+    for (auto& [to, n] : c.nodes)
+        for (auto& [from, msgs] : n->received) {
+            REQUIRE(msgs.size() == kCount);
+            for (int i = 0; i < kCount; ++i)
+                REQUIRE(msgs[std::size_t(i)] ==
+                        std::to_string(from) + ">" + std::to_string(to) + "#" + std::to_string(i));
+        }
+
+    // Sizes around the buffer's growth points, up to 1 MiB, random bytes.
+    std::mt19937 rng(7);
+    const std::vector<std::size_t> sizes{1, 3, 4, 5, 16 * 1024, 64 * 1024 + 1, 1u << 20};
+    std::map<std::pair<std::uint64_t, std::uint64_t>, std::vector<std::string>> sent;
+    for (auto& [id, n] : c.nodes)
+        n->received.clear();
+    for (auto& [from, n] : c.nodes)
+        for (std::uint64_t to = 1; to <= 3; ++to)
+            if (to != from)
+                for (auto size : sizes) {
+                    sent[{from, to}].push_back(random_bytes(rng, size));
+                    REQUIRE(n->mesh->send(to, sent[{from, to}].back()));
+                }
+    REQUIRE(run_until(io, [&] { return all_received(sizes.size()); }));
+    for (auto& [to, n] : c.nodes)
+        for (auto& [from, msgs] : n->received)
+            CHECK(msgs == sent[{from, to}]);
+
+    // An empty payload would read as a keep-alive: refused rather than silently lost.
+    CHECK_FALSE(c.nodes[1]->mesh->send(2, ""));
+    for (auto& [id, n] : c.nodes) {
+        CHECK(n->changes == 2);  // one up per peer, nothing else
+        CHECK(n->mesh->open_connections() == 2);
+    }
+}
+
+TEST_CASE("exactly one connection per pair survives when all dial at once", "[peer_mesh]") {
+    quiet();
+    for (int round = 0; round < 8; ++round) {
+        std::map<std::uint64_t, std::unique_ptr<asio::io_context>> ios;  // outlives the meshes
+        Cluster c({1, 2, 3});
+        for (std::uint64_t id = 1; id <= 3; ++id) {
+            ios[id] = std::make_unique<asio::io_context>();
+            c.start(*ios[id], id);  // all listening and dialing before any loop runs
+        }
+        std::atomic<bool> done{false};
+        std::vector<std::thread> threads;
+        for (auto& [id, io] : ios)
+            threads.emplace_back([&io = *io, &done] {
+                while (!done)
+                    io.run_for(5ms);
+            });
+        auto ups = [&] {
+            int total = 0;
+            for (auto& [id, n] : c.nodes)
+                for (auto& [peer, k] : n->ups)
+                    total += k;
+            return total;
+        };
+        const auto end = Clock::now() + 5s;
+        while (ups() < 6 && Clock::now() < end)
+            std::this_thread::sleep_for(2ms);
+        std::this_thread::sleep_for(300ms);  // time for duplicates to be closed (or to break)
+        done = true;
+        for (auto& t : threads)
+            t.join();
+
+        INFO("round " << round);
+        for (auto& [id, n] : c.nodes) {
+            INFO("node " << id);
+            CHECK(n->mesh->open_connections() == 2);
+            for (auto& [peer, m] : c.nodes)
+                if (peer != id) {
+                    CHECK(n->ups[peer] == 1);
+                    CHECK(n->downs[peer] == 0);
+                }
+        }
+        // The surviving connections carry messages both ways. From here on, one thread
+        // drives all three loops.
+        for (auto& [from, n] : c.nodes)
+            for (std::uint64_t to = 1; to <= 3; ++to)
+                if (to != from) CHECK(n->mesh->send(to, "after round " + std::to_string(round)));
+        auto delivered = [&] {
+            for (auto& [id, io] : ios) {
+                io->restart();
+                io->poll();
+            }
+            for (auto& [id, n] : c.nodes)
+                if (n->received.size() != 2) return false;
+            return true;
+        };
+        const auto end2 = Clock::now() + 3s;
+        while (!delivered() && Clock::now() < end2)
+            std::this_thread::sleep_for(1ms);
+        CHECK(delivered());
+    }
+}
+
+// Node 2 (the mesh) against node 1 (raw sockets): both dial, and the higher id must keep
+// its own, losing dial open until the lower id closes it, so that node 1 never sees its
+// active connection drop before the winner is up on its side.
+TEST_CASE("duplicates: the higher id stops using its dial and lets the lower id close it",
+          "[peer_mesh]") {
+    quiet();
+    asio::io_context io;
+    Cluster c({2}, {1});
+    tcp::acceptor listener(io, loopback(c.ports[1]));
+    Node& h = c.start(io, 2);
+
+    RawPeer dialed_by_h(io, accept_dial(io, listener));
+    REQUIRE(dialed_by_h.wait_bytes(kHelloFrame));
+    CHECK(hello_in(dialed_by_h).sender == 2);
+    CHECK(hello_in(dialed_by_h).target == 1);
+    dialed_by_h.hello(1, 2);  // node 1 answers: up on node 2
+    REQUIRE(run_until(io, [&] { return h.mesh->connected(1); }));
+
+    RawPeer dialed_by_l(io, c.ports[2]);  // node 1 dials too; this one must win
+    dialed_by_l.hello(1, 2);
+    REQUIRE(dialed_by_l.wait_bytes(kHelloFrame));
+    CHECK(hello_in(dialed_by_l).target == 1);
+
+    REQUIRE(h.mesh->send(1, "via the winner"));
+    REQUIRE(dialed_by_l.wait_bytes(kHelloFrame + 4 + 14));
+    CHECK(dialed_by_l.in.substr(kHelloFrame) == frame("via the winner"));
+    dialed_by_h.write(frame("late, on the loser"));  // dropped: could overtake the winner
+    dialed_by_l.write(frame("on the winner"));
+    REQUIRE(run_until(io, [&] { return !h.received[1].empty(); }));
+    run_for(io, 100ms);
+    dialed_by_h.pump();
+    CHECK_FALSE(dialed_by_h.closed);  // node 2 leaves the closing to node 1
+    CHECK(dialed_by_h.in.size() == kHelloFrame);
+    CHECK(h.received[1] == std::vector<std::string>{"on the winner"});
+
+    dialed_by_h.sock.close();  // node 1 closes the loser: nothing to report
+    run_for(io, 100ms);
+    CHECK(h.ups[1] == 1);
+    CHECK(h.downs[1] == 0);
+    CHECK(h.mesh->open_connections() == 1);
+}
+
+// Node 1 (the mesh) against node 2 (raw sockets).
+TEST_CASE("duplicates: the lower id switches to its own dial and closes the other", "[peer_mesh]") {
+    quiet();
+    asio::io_context io;
+    Cluster c({1}, {2});
+    tcp::acceptor listener(io, loopback(c.ports[2]));
+    Node& l = c.start(io, 1);
+
+    RawPeer dialed_by_l(io, accept_dial(io, listener));  // node 2 holds its answer
+    REQUIRE(dialed_by_l.wait_bytes(kHelloFrame));
+
+    RawPeer dialed_by_h(io, c.ports[1]);  // nothing up on node 1 yet: accepted
+    dialed_by_h.hello(2, 1);
+    REQUIRE(dialed_by_h.wait_bytes(kHelloFrame));
+    REQUIRE(l.mesh->connected(2));
+    REQUIRE(l.mesh->send(2, "on the first"));
+    REQUIRE(dialed_by_h.wait_bytes(kHelloFrame + 4 + 12));
+
+    dialed_by_l.hello(2, 1);  // node 2 answers node 1's dial: it wins
+    REQUIRE(dialed_by_h.wait_closed());
+    CHECK(l.ups[2] == 1);
+    CHECK(l.downs[2] == 0);
+    REQUIRE(l.mesh->send(2, "on the winner"));
+    REQUIRE(dialed_by_l.wait_bytes(kHelloFrame + 4 + 13));
+    CHECK(dialed_by_l.in.substr(kHelloFrame) == frame("on the winner"));
+
+    // Another dial from node 2's same process while the winner is up: refused, no answer.
+    RawPeer again(io, c.ports[1]);
+    again.hello(2, 1);
+    REQUIRE(again.wait_closed());
+    CHECK(again.in.empty());
+    CHECK(l.mesh->connected(2));
+
+    // A dial from a new process of node 2 replaces the old connection at once.
+    RawPeer restarted(io, c.ports[1]);
+    restarted.hello(2, 1, kCluster, kFingerprint, 43);
+    REQUIRE(restarted.wait_bytes(kHelloFrame));
+    REQUIRE(dialed_by_l.wait_closed());
+    CHECK(l.downs[2] == 1);
+    CHECK(l.ups[2] == 2);
+    CHECK(l.mesh->connected(2));
+    CHECK(l.mesh->open_connections() == 1);
+}
+
+TEST_CASE("a stopped peer is reported down at once and reconnects when restarted", "[peer_mesh]") {
+    quiet();
+    asio::io_context io;
+    Cluster c({1, 2, 3});
+    for (std::uint64_t id = 1; id <= 3; ++id)
+        c.start(io, id);
+    REQUIRE(run_until(io, [&] { return c.all_connected(); }));
+
+    const auto t0 = Clock::now();
+    c.nodes[3]->mesh->stop();
+    c.nodes[3]->mesh.reset();  // destroyed with its handlers still pending
+    REQUIRE(run_until(io, [&] { return c.nodes[1]->downs[3] == 1 && c.nodes[2]->downs[3] == 1; }));
+    const auto took = Clock::now() - t0;
+    CHECK(took < 300ms);  // dead_after is 2 s: this is the EOF, not the silence
+    CHECK_FALSE(c.nodes[1]->mesh->send(3, "x"));
+    CHECK(c.nodes[1]->mesh->connected(2));
+
+    run_for(io, 150ms);  // a few refused redials
+    c.nodes[3]->ups.clear();
+    c.start(io, 3);
+    REQUIRE(run_until(io, [&] { return c.all_connected(); }));
+    CHECK(c.nodes[1]->ups[3] == 2);
+    CHECK(c.nodes[2]->ups[3] == 2);
+    CHECK(c.nodes[1]->downs[2] == 0);
+    REQUIRE(c.nodes[3]->mesh->send(1, "back"));
+    REQUIRE(c.nodes[1]->mesh->send(3, "welcome"));
+    REQUIRE(run_until(
+        io, [&] { return !c.nodes[1]->received[3].empty() && !c.nodes[3]->received[1].empty(); }));
+    CHECK(c.nodes[1]->received[3].back() == "back");
+    CHECK(c.nodes[3]->received[1].back() == "welcome");
+}
+
+TEST_CASE("meshes of another cluster or membership never connect", "[peer_mesh]") {
+    quiet();
+    asio::io_context io;
+    Cluster c({1, 2});
+    auto o2 = c.options(2);
+    SECTION("cluster id") {
+        o2.cluster_id = "other-cluster";
+    }
+    SECTION("fingerprint") {
+        o2.fingerprint = kFingerprint + 1;
+    }
+    c.start(io, 1);
+    c.start(io, 2, o2);
+    run_for(io, 400ms);
+    for (auto& [id, n] : c.nodes) {
+        CHECK(n->changes == 0);
+        CHECK_FALSE(n->mesh->send(3 - id, "x"));
+        CHECK(n->received.empty());
+    }
+}
+
+TEST_CASE("bad handshakes from a raw socket are refused without an answer", "[peer_mesh]") {
+    quiet();
+    asio::io_context io;
+    Cluster c({1}, {2});
+    Node& n = c.start(io, 1);
+    RawPeer raw(io, c.ports[1]);
+    bool silent = false;
+    SECTION("wrong cluster id") {
+        raw.hello(2, 1, "other");
+    }
+    SECTION("wrong fingerprint") {
+        raw.hello(2, 1, kCluster, kFingerprint ^ 1);
+    }
+    SECTION("unknown sender") {
+        raw.hello(9, 1);
+    }
+    SECTION("sender is the node itself") {
+        raw.hello(1, 1);
+    }
+    SECTION("addressed to another node") {
+        raw.hello(2, 5);
+    }
+    SECTION("not a hello") {
+        raw.write(frame("hello there"));
+    }
+    SECTION("no hello within connect_timeout") {
+        silent = true;
+    }
+    if (!silent) raw.write(frame("a message that must not be delivered"));
+    const auto t0 = Clock::now();
+    REQUIRE(raw.wait_closed());
+    if (silent) CHECK(Clock::now() - t0 >= 400ms);  // connect_timeout is 500 ms
+    CHECK(raw.in.empty());                          // the mesh only answers a valid hello
+    CHECK(n.changes == 0);
+    CHECK(n.received.empty());
+    CHECK(n.mesh->open_connections() <= 1);  // only its dial to the absent peer 2
+}
+
+TEST_CASE("garbage and oversized frames close that connection only", "[peer_mesh]") {
+    quiet();
+    asio::io_context io;
+    Cluster c({1, 2}, {3});
+    c.base.max_frame_bytes = 1 << 20;
+    for (std::uint64_t id = 1; id <= 2; ++id)
+        c.start(io, id);
+    REQUIRE(run_until(io, [&] { return c.all_connected(); }));
+    Node& n1 = *c.nodes[1];
+
+    RawPeer http(io, c.ports[1]);
+    http.write("GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    CHECK(http.wait_closed());
+
+    RawPeer huge_hello(io, c.ports[1]);
+    huge_hello.write(std::string("\xff\xff\xff\xff", 4) + "garbage");
+    CHECK(huge_hello.wait_closed());
+
+    RawPeer over_hello_cap(io, c.ports[1]);
+    over_hello_cap.write(frame(std::string(kMaxPeerHelloBytes + 1, 'x')));
+    CHECK(over_hello_cap.wait_closed());
+
+    // After a valid handshake the cap is max_frame_bytes.
+    RawPeer big(io, c.ports[1]);
+    big.hello(3, 1);
+    REQUIRE(run_until(io, [&] { return n1.mesh->connected(3); }));
+    big.write(frame("fine"));
+    REQUIRE(run_until(io, [&] { return n1.received[3].size() == 1; }));
+    const std::uint32_t over = (1u << 20) + 1;
+    big.write(std::string{char(over >> 24), char(over >> 16), char(over >> 8), char(over)});
+    CHECK(big.wait_closed());
+    CHECK(run_until(io, [&] { return n1.downs[3] == 1; }));
+    CHECK(n1.received[3] == std::vector<std::string>{"fine"});
+
+    // The real peers never noticed.
+    CHECK(n1.downs[2] == 0);
+    CHECK(c.nodes[2]->downs[1] == 0);
+    REQUIRE(n1.mesh->send(2, "still here"));
+    REQUIRE(run_until(io, [&] { return c.nodes[2]->received[1].size() == 1; }));
+    CHECK(c.nodes[2]->received[1][0] == "still here");
+}
+
+TEST_CASE("heartbeats keep idle connections up; silence closes them", "[peer_mesh]") {
+    quiet();
+    asio::io_context io;
+    Cluster c({1, 2}, {3});
+    c.base.heartbeat = 40ms;
+    c.base.dead_after = 300ms;
+    for (std::uint64_t id = 1; id <= 2; ++id)
+        c.start(io, id);
+    REQUIRE(run_until(io, [&] { return c.all_connected(); }));
+    Node& n1 = *c.nodes[1];
+
+    RawPeer silent(io, c.ports[1]);
+    silent.hello(3, 1);
+    REQUIRE(run_until(io, [&] { return n1.mesh->connected(3); }));
+    const auto t0 = Clock::now();
+    REQUIRE(run_until(
+        io, [&] { return n1.downs[3] == 1; }, 3s));
+    const auto took = Clock::now() - t0;
+    CHECK(took >= 250ms);
+    CHECK(took < 1000ms);
+    REQUIRE(silent.wait_closed());
+    // What the silent peer got: the answering hello, then only keep-alives.
+    const auto hello_len = 4 + encode_hello({kCluster, kFingerprint, 1, 3, 1}).size();
+    REQUIRE(silent.in.size() > hello_len);
+    const auto keepalives = silent.in.substr(hello_len);
+    CHECK(keepalives.size() % 4 == 0);
+    CHECK(keepalives.size() >= 4 * 3);
+    CHECK(keepalives.find_first_not_of('\0') == std::string::npos);
+
+    // Meanwhile the two real meshes, idle for over three times dead_after, stayed up.
+    run_for(io, 700ms);
+    CHECK(n1.downs[2] == 0);
+    CHECK(c.nodes[2]->downs[1] == 0);
+    CHECK(n1.mesh->connected(2));
+}
+
+TEST_CASE("send refuses absent peers and bounds the queue of a peer that does not read",
+          "[peer_mesh]") {
+    quiet();
+    asio::io_context io;
+    Cluster c({1}, {2});
+    constexpr std::size_t kMaxQueued = 1u << 20;
+    auto o = c.options(1);
+    o.max_queued_bytes = kMaxQueued;
+    o.max_frame_bytes = 256 * 1024;
+    o.dead_after = 5s;
+    Node& n = c.start(io, 1, o);
+    CHECK_FALSE(n.mesh->send(2, "not connected"));
+    CHECK_FALSE(n.mesh->send(99, "not a member"));
+    CHECK(n.mesh->queued_bytes(2) == 0);
+
+    RawPeer sink(io, c.ports[1], 4096);  // handshakes, then never reads
+    sink.hello(2, 1);
+    REQUIRE(run_until(io, [&] { return n.mesh->connected(2); }));
+    CHECK_FALSE(n.mesh->send(2, std::string(256 * 1024 + 1, 'x')));  // over max_frame_bytes
+
+    const std::string chunk(64 * 1024, 'q');
+    std::size_t most = 0;
+    bool refused = false;
+    for (int i = 0; i < 2000 && !refused; ++i) {
+        refused = !n.mesh->send(2, chunk);
+        most = std::max(most, n.mesh->queued_bytes(2));
+        io.restart();
+        io.poll();
+    }
+    CHECK(refused);
+    CHECK(most > kMaxQueued / 2);
+    CHECK(most <= kMaxQueued);
+    CHECK(n.mesh->connected(2));  // dropping frames is not a reason to drop the peer
+    CHECK(n.changes == 1);
+}
