@@ -167,6 +167,7 @@ void MeshCore::schedule_redial(Peer& peer) {
 void MeshCore::arm_tick() {
     const auto shortest = std::min({opts_.heartbeat, opts_.dead_after, opts_.connect_timeout});
     tick_.expires_after(std::clamp(shortest / 4, milliseconds(1), milliseconds(50)));
+    tick_due_ = tick_.expiry();
     tick_.async_wait([weak = weak_from_this()](boost::system::error_code ec) {
         auto self = weak.lock();
         if (!self || ec || self->stopped_) return;
@@ -177,6 +178,9 @@ void MeshCore::arm_tick() {
 
 void MeshCore::tick() {
     const auto now = Clock::now();
+    // Running a heartbeat late means this loop was stuck (a long handler, a paused
+    // process): peers could not be heard meanwhile, so their silence counts from now.
+    if (now - tick_due_ > opts_.heartbeat) loop_resumed_ = now;
     const auto links = links_;  // closing a link changes links_
     for (const auto& link : links) {
         if (stopped_) return;
@@ -190,7 +194,7 @@ void MeshCore::tick() {
                 if (now >= link->deadline) link->close("superseded");
                 break;
             case State::active:
-                if (now - link->last_received() >= opts_.dead_after)
+                if (now - std::max(link->last_received(), loop_resumed_) >= opts_.dead_after)
                     link->close("nothing received for " + std::to_string(opts_.dead_after.count()) +
                                 " ms");
                 else if (now - link->last_sent() >= opts_.heartbeat && link->queued_bytes() == 0)

@@ -82,9 +82,11 @@ class PeerMesh {
 
     // Queues one payload for `to` (the mesh adds the length prefix). Returns false, and
     // drops the payload, for an unknown or disconnected peer, an empty payload (it would
-    // read as a keep-alive), a payload over max_frame_bytes, or when the peer's unsent bytes would
-    // exceed max_queued_bytes. Payloads sent over one connection arrive in order; a reconnect may
-    // lose some.
+    // read as a keep-alive), a payload over max_frame_bytes, or when the peer's unsent
+    // bytes would exceed max_queued_bytes. Payloads sent over one connection arrive in
+    // order. Some may be lost when a connection breaks, or when a duplicate is retired just
+    // after a simultaneous dial (frames in flight on the loser are dropped rather than
+    // risk delivering them out of order).
     bool send(std::uint64_t to, std::string payload);
     bool connected(std::uint64_t peer) const;
     // Unsent bytes to that peer, length prefixes included (for pacing snapshot streams).

@@ -87,9 +87,11 @@ class MeshCore final : public PeerLinkOwner, public std::enable_shared_from_this
     PeerMesh::OnMessage on_message_;
     PeerMesh::OnPeerChange on_change_;
     boost::asio::ip::tcp::acceptor acceptor_;
-    boost::asio::steady_timer accept_retry_;  // after a failed accept (out of descriptors)
-    boost::asio::steady_timer tick_;          // heartbeats, dead_after, handshake deadlines
-    std::mt19937_64 rng_;                     // backoff jitter
+    boost::asio::steady_timer accept_retry_;    // after a failed accept (out of descriptors)
+    boost::asio::steady_timer tick_;            // heartbeats, dead_after, handshake deadlines
+    PeerLink::Clock::time_point tick_due_;      // when the armed tick should run
+    PeerLink::Clock::time_point loop_resumed_;  // last time a late tick showed a stuck loop
+    std::mt19937_64 rng_;                       // backoff jitter
     const std::uint64_t incarnation_;
     std::unordered_map<std::uint64_t, Peer> peers_;
     std::vector<std::shared_ptr<PeerLink>> links_;  // every open link, in any state
