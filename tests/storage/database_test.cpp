@@ -1,5 +1,7 @@
-// storage::Database: what is written comes back on restart, exactly; trimming; and
-// damaged or missing records are refused, never served (DESIGN §3, src/storage).
+// storage::Database: what is written comes back on restart, exactly; and damaged, moved
+// or missing records are refused, never served (DESIGN §3, src/storage). The log's own
+// rules (suffix replacement, hard state, trimming) are in log_test.cpp; snapshots and
+// checkpoints in snapshot_test.cpp.
 #include <catch2/catch.hpp>
 
 #include "queue/command_codec.h"
@@ -8,109 +10,111 @@
 using namespace dueq;
 using namespace dueq::test;
 using storage::AppliedState;
-using storage::LogRecord;
 
 namespace {
 
-std::vector<LogRecord> records(std::uint64_t from, std::uint64_t to) {
-    std::vector<LogRecord> out;
-    for (std::uint64_t i = from; i <= to; ++i) out.push_back(record_for(i));
-    return out;
-}
-
-// Log 1..last, applied state at `applied` (0: none), written in several batches like
-// the node does.
+// Log 1..last written in two synced writes, a hard state, and the applied state at
+// `applied` (0: none) with the log trimmed through `trim` (0: none).
 void build(const std::string& path, std::uint64_t last, std::uint64_t applied,
-           std::uint64_t trim_through = 0) {
+           std::uint64_t trim = 0) {
     auto db = open_db(path, true);
     queue::Store store;
-    REQUIRE(db->write(records(1, last / 2), {}).ok);
-    REQUIRE(db->write(records(last / 2 + 1, last), {}).ok);
+    REQUIRE(db->write({log_write(1, last / 2)}, {}).ok);
+    storage::LogWrite w = log_write(last / 2 + 1, last);
+    w.hard_state = raft::HardState{term_of(last), 2, applied};
+    REQUIRE(db->write({w}, {}).ok);
     if (applied > 0) {
         AppliedState s = apply_records(store, 1, applied);
-        s.trim_through = trim_through;
+        if (trim) s.trim = meta_of(trim);
         REQUIRE(db->write({}, {s}).ok);
     }
 }
 
-storage::Status load(const std::string& path, std::vector<LogRecord>& tail) {
-    auto db = open_db(path, true);
-    queue::Store store;
-    std::uint64_t applied = 0;
-    std::int64_t time = 0;
-    return db->load(store, applied, time, tail);
-}
-
 }  // namespace
 
-TEST_CASE("reopen: load returns the applied tasks and exactly the log after the applied index") {
+TEST_CASE("reopen: load returns the applied tasks, the hard state and the whole log in order") {
     TempDir dir("reopen");
     queue::Store reference;
     {
         auto db = open_db(dir.str(), true);
         CHECK(db->syncs());
-        CHECK(db->last_log_index() == 0);
-        REQUIRE(db->write(records(1, 4), {}).ok);
+        REQUIRE(db->write({log_write(1, 4)}, {}).ok);
         // Applied states interleave with appends; the last one (index 6) wins.
         AppliedState a1 = apply_records(reference, 1, 3);
-        REQUIRE(db->write(records(5, 8), {a1}).ok);
+        storage::LogWrite w = log_write(5, 8);
+        w.hard_state = raft::HardState{3, 1, 6};
+        REQUIRE(db->write({w}, {a1}).ok);
         AppliedState a2 = apply_records(reference, 4, 6);
         REQUIRE(db->write({}, {a2}).ok);
-        CHECK(db->last_log_index() == 8);
     }
-    auto db = open_db(dir.str(), true);
-    CHECK(db->last_log_index() == 8);
-    CHECK(db->first_log_index() == 1);
-
     queue::Store store;
-    std::uint64_t applied = 0;
-    std::int64_t applied_time = 0;
-    std::vector<LogRecord> tail;
-    auto st = db->load(store, applied, applied_time, tail);
-    INFO(st.message);
-    REQUIRE(st.ok);
-    CHECK(applied == 6);
-    CHECK(applied_time == log_time_of(6));
-    REQUIRE(tail.size() == 2);
-    for (std::size_t i = 0; i < tail.size(); ++i) {
-        const LogRecord want = record_for(7 + i);
-        CHECK(tail[i].index == want.index);
-        CHECK(tail[i].time == want.time);
-        CHECK(tail[i].command == want.command);
+    const storage::Loaded got = load_ok(dir.str(), store);
+    CHECK(got.applied_index == 6);
+    CHECK(got.applied_time == log_time_of(6));
+    CHECK(got.hard_state == raft::HardState{3, 1, 6});
+    CHECK(got.base == raft::SnapshotMeta{});
+    // Unlike the old tail, the log is whole: Raft needs the entries it has applied too.
+    REQUIRE(got.entries.size() == 8);
+    for (std::size_t i = 0; i < got.entries.size(); ++i) {
+        INFO("entry " << i + 1);
+        CHECK(got.entries[i] == entry_for(i + 1));
     }
 
     // The loaded store holds exactly the applied tasks, field for field.
     CHECK(store.task_count() == 6);
     for (std::uint64_t i = 1; i <= 6; ++i) {
-        auto got = store.get("q", "k" + std::to_string(i));
+        auto got_task = store.get("q", "k" + std::to_string(i));
         auto want = reference.get("q", "k" + std::to_string(i));
-        REQUIRE(got);
+        REQUIRE(got_task);
         REQUIRE(want);
-        CHECK(same_task(*got, *want));
+        CHECK(same_task(*got_task, *want));
     }
     CHECK_FALSE(store.get("q", "k7"));
     CHECK(store.encode_meta() == reference.encode_meta());
 
-    // Replaying the tail ends where a store that applied everything ends.
-    for (const auto& r : tail) {
-        auto cmd = queue::decode_command(r.command);
+    // Replaying the entries after the applied index ends where a store that applied
+    // everything ends.
+    for (const auto& e : got.entries) {
+        if (e.index <= got.applied_index) continue;
+        auto cmd = queue::decode_command(e.data);
         REQUIRE(cmd);
-        REQUIRE(store.apply(*cmd, r.time).ok());
+        REQUIRE(store.apply(*cmd, e.time).ok());
     }
     apply_records(reference, 7, 8);
-    for (std::uint64_t i = 1; i <= 8; ++i) {
-        auto got = store.get("q", "k" + std::to_string(i));
-        REQUIRE(got);
-        CHECK(same_task(*got, *reference.get("q", "k" + std::to_string(i))));
+    CHECK(contents(store) == contents(reference));
+    CHECK(store.task_count() == 8);
+}
+
+TEST_CASE("every field of an entry survives, including type, empty data and large times") {
+    TempDir dir("entry-fields");
+    std::vector<raft::Entry> want{
+        {7, 1, 0, raft::EntryType::noop, ""},
+        {7, 2, 1'700'000'000'123, raft::EntryType::normal, std::string("\0\xff\x01", 3)},
+        {9, 3, ~std::uint64_t(0) >> 1, raft::EntryType::normal, std::string(100'000, 'x')},
+    };
+    {
+        auto db = open_db(dir.str(), true);
+        storage::LogWrite w;
+        w.entries = want;
+        REQUIRE(db->write({w}, {}).ok);
     }
+    queue::Store store;
+    const auto got = load_ok(dir.str(), store);
+    CHECK(got.entries == want);
+    CHECK(got.applied_index == 0);
+    CHECK(got.hard_state.empty());
 }
 
 TEST_CASE("an empty database loads as empty") {
     TempDir dir("empty");
-    std::vector<LogRecord> tail;
-    auto st = load(dir.str(), tail);
-    CHECK(st.ok);
-    CHECK(tail.empty());
+    queue::Store store;
+    const auto got = load_ok(dir.str(), store);
+    CHECK(got.entries.empty());
+    CHECK(got.hard_state.empty());
+    CHECK(got.base == raft::SnapshotMeta{});
+    CHECK(got.applied_index == 0);
+    CHECK(got.applied_time == 0);
+    CHECK(store.task_count() == 0);
 }
 
 TEST_CASE("deleted tasks are gone after reopen") {
@@ -118,7 +122,7 @@ TEST_CASE("deleted tasks are gone after reopen") {
     {
         auto db = open_db(dir.str(), true);
         queue::Store store;
-        REQUIRE(db->write({}, {apply_records(store, 1, 3)}).ok);
+        REQUIRE(db->write({log_write(1, 4)}, {apply_records(store, 1, 3)}).ok);
         REQUIRE(store.apply(queue::Delete{"q", "k2"}, log_time_of(4)).ok());
         AppliedState s;
         s.applied_index = 4;
@@ -132,59 +136,18 @@ TEST_CASE("deleted tasks are gone after reopen") {
         CHECK_FALSE(s.changes[0].encoded);
         REQUIRE(db->write({}, {s}).ok);
     }
-    auto db = open_db(dir.str(), true);
     queue::Store store;
-    std::uint64_t applied = 0;
-    std::int64_t time = 0;
-    std::vector<LogRecord> tail;
-    REQUIRE(db->load(store, applied, time, tail).ok);
+    const auto got = load_ok(dir.str(), store);
+    CHECK(got.applied_index == 4);
     CHECK(store.task_count() == 2);
     CHECK(store.get("q", "k1"));
     CHECK_FALSE(store.get("q", "k2"));
     CHECK(store.get("q", "k3"));
 }
 
-TEST_CASE("trim_through removes the log entries up to it, in the same batch as the applied state") {
-    TempDir dir("trim");
-    {
-        auto db = open_db(dir.str(), true);
-        queue::Store store;
-        REQUIRE(db->write(records(1, 10), {}).ok);
-        AppliedState s = apply_records(store, 1, 8);
-        s.trim_through = 6;
-        REQUIRE(db->write({}, {s}).ok);
-        CHECK(db->first_log_index() == 7);
-        CHECK(db->last_log_index() == 10);
-        // A later trim continues from where the last one ended.
-        AppliedState s2 = apply_records(store, 9, 9);
-        s2.trim_through = 7;
-        REQUIRE(db->write({}, {s2}).ok);
-        CHECK(db->first_log_index() == 8);
-    }
-    {
-        RawDb raw(dir.str());
-        CHECK(raw.keys("log") == std::vector<std::string>{log_key(8), log_key(9), log_key(10)});
-    }
-    auto db = open_db(dir.str(), true);
-    CHECK(db->first_log_index() == 8);
-    CHECK(db->last_log_index() == 10);
-    queue::Store store;
-    std::uint64_t applied = 0;
-    std::int64_t time = 0;
-    std::vector<LogRecord> tail;
-    auto st = db->load(store, applied, time, tail);
-    INFO(st.message);
-    REQUIRE(st.ok);
-    CHECK(applied == 9);
-    REQUIRE(tail.size() == 1);
-    CHECK(tail[0].index == 10);
-    CHECK(store.task_count() == 9);
-}
-
 TEST_CASE("a flipped byte in any stored record makes load fail, naming the record") {
     TempDir dir("corrupt");
-    build(dir.str(), 6, 4);
-    // Each damage is made on a fresh copy of the intact database.
+    build(dir.str(), 8, 6, 2);  // log 3..8 after base 2, hard state, applied 6
     struct Damage {
         const char* cf;
         std::string key;
@@ -192,78 +155,149 @@ TEST_CASE("a flipped byte in any stored record makes load fail, naming the recor
         const char* expect;  // in the error message
     };
     const std::vector<Damage> damages{
-        {"meta", "applied", 0, "meta/applied"},       // in the checksum itself
-        {"meta", "applied", -1, "meta/applied"},      // in the body
+        {"meta", "applied", 0, "meta/applied"},  // in the checksum itself
+        {"meta", "applied", -1, "meta/applied"},  // in the body
+        {"meta", "hardstate", 1, "meta/hardstate"},
+        {"meta", "hardstate", -1, "meta/hardstate"},
+        {"meta", "logbase", 3, "meta/logbase"},
+        {"meta", "logbase", -1, "meta/logbase"},
         {"meta", "store", -1, "meta/store"},
         {"tasks", storage::task_key("q", "k2"), 6, "tasks"},
         {"tasks", storage::task_key("q", "k4"), -1, "tasks"},
-        {"log", log_key(5), -1, "log entry 5"},
-        {"log", log_key(6), 2, "log entry 6"},
+        {"log", log_key(3), 5, "log entry 3"},  // the first entry after the base
+        {"log", log_key(5), -1, "log entry 5"},  // in the data
+        {"log", log_key(6), 2, "log entry 6"},   // in the checksum
+        {"log", log_key(8), 4 + 8, "log entry 8"},  // in the time
     };
+    // Each damage is made on a fresh copy of the intact database.
     for (const auto& d : damages) {
         DYNAMIC_SECTION(d.expect << " damaged at byte " << d.byte) {
             TempDir copy("corrupt-copy");
-            std::filesystem::copy(dir.path(), copy.path(),
-                                  std::filesystem::copy_options::recursive |
-                                      std::filesystem::copy_options::overwrite_existing);
+            copy_dir(dir.path(), copy.path());
             {
                 RawDb raw(copy.str());
                 raw.flip_byte(d.cf, d.key, d.byte);
             }
-            std::vector<LogRecord> tail;
-            auto st = load(copy.str(), tail);
+            queue::Store store;
+            storage::Loaded out;
+            auto st = load_db(copy.str(), store, out);
             INFO("load said: " << st.message);
             CHECK_FALSE(st.ok);
             CHECK(st.message.find(d.expect) != std::string::npos);
         }
     }
     SECTION("the intact database loads") {
-        std::vector<LogRecord> tail;
-        auto st = load(dir.str(), tail);
-        INFO(st.message);
-        CHECK(st.ok);
-        CHECK(tail.size() == 2);
+        queue::Store store;
+        const auto got = load_ok(dir.str(), store);
+        CHECK(got.base == meta_of(2));
+        CHECK(got.entries.size() == 6);
+        CHECK(got.applied_index == 6);
+        CHECK(store.task_count() == 6);
+    }
+}
+
+TEST_CASE("a valid record moved under another key is refused") {
+    TempDir dir("moved");
+    build(dir.str(), 8, 6, 2);
+    struct Move {
+        const char* cf;
+        std::string from, to;
+        const char* expect;
+    };
+    // Same-sized records, so only the key in the checksum can tell them apart.
+    const std::vector<Move> moves{
+        {"log", log_key(5), log_key(6), "log entry 6"},
+        {"meta", "hardstate", "logbase", "meta/logbase"},
+        {"meta", "logbase", "hardstate", "meta/hardstate"},
+        {"tasks", storage::task_key("q", "k3"), storage::task_key("q", "k4"), "tasks"},
+    };
+    for (const auto& m : moves) {
+        DYNAMIC_SECTION(m.cf << " record copied over " << m.expect) {
+            TempDir copy("moved-copy");
+            copy_dir(dir.path(), copy.path());
+            {
+                RawDb raw(copy.str());
+                raw.put(m.cf, m.to, raw.get(m.cf, m.from));
+            }
+            queue::Store store;
+            storage::Loaded out;
+            auto st = load_db(copy.str(), store, out);
+            INFO("load said: " << st.message);
+            CHECK_FALSE(st.ok);
+            CHECK(st.message.find(m.expect) != std::string::npos);
+        }
     }
 }
 
 TEST_CASE("a record too short to be valid is refused even with a correct checksum") {
     TempDir dir("short");
     build(dir.str(), 4, 2);
-    {
-        RawDb raw(dir.str());
-        raw.put("meta", "applied", storage::seal("12345678", "applied"));  // 8 bytes, not 16
+    SECTION("meta/applied") {
+        RawDb(dir.str()).put("meta", "applied", storage::seal("12345678", "applied"));
     }
-    std::vector<LogRecord> tail;
-    auto st = load(dir.str(), tail);
+    SECTION("meta/hardstate") {
+        RawDb(dir.str()).put("meta", "hardstate", storage::seal("1234567812345678", "hardstate"));
+    }
+    SECTION("a log entry without its type byte") {
+        RawDb(dir.str()).put("log", log_key(3),
+                             storage::seal("1234567812345678", log_key(3)));
+    }
+    queue::Store store;
+    storage::Loaded out;
+    auto st = load_db(dir.str(), store, out);
+    INFO(st.message);
     CHECK_FALSE(st.ok);
-    CHECK(st.message.find("meta/applied") != std::string::npos);
+    CHECK(st.message.find("corrupt") != std::string::npos);
 }
 
-TEST_CASE("a gap in the log after the applied index is reported") {
+TEST_CASE("a gap in the log is reported") {
     TempDir dir("gap");
     build(dir.str(), 8, 3);
-    {
-        RawDb raw(dir.str());
-        raw.del("log", log_key(6));
-    }
-    std::vector<LogRecord> tail;
-    auto st = load(dir.str(), tail);
+    RawDb(dir.str()).del("log", log_key(6));
+    queue::Store store;
+    storage::Loaded out;
+    auto st = load_db(dir.str(), store, out);
     INFO(st.message);
     CHECK_FALSE(st.ok);
     CHECK(st.message.find("log gap") != std::string::npos);
-    CHECK(st.message.find("expected entry 6") != std::string::npos);
+    CHECK(st.message.find("expected entry 6, found 7") != std::string::npos);
 }
 
-TEST_CASE("a log that starts after the applied index + 1 is a gap too") {
+TEST_CASE("a log that does not start right after its base is a gap too") {
     TempDir dir("gap-front");
-    build(dir.str(), 8, 3);
-    {
-        RawDb raw(dir.str());
-        raw.del("log", log_key(4));
-    }
-    std::vector<LogRecord> tail;
-    auto st = load(dir.str(), tail);
+    build(dir.str(), 8, 5, 3);  // base 3: the log must start at 4
+    RawDb(dir.str()).del("log", log_key(4));
+    queue::Store store;
+    storage::Loaded out;
+    auto st = load_db(dir.str(), store, out);
     INFO(st.message);
     CHECK_FALSE(st.ok);
     CHECK(st.message.find("expected entry 4, found 5") != std::string::npos);
+}
+
+TEST_CASE("an applied index outside the log is refused") {
+    TempDir dir("applied-range");
+    build(dir.str(), 8, 6, 4);
+    std::string body;
+    auto applied_record = [&](std::uint64_t index) {
+        body.clear();
+        for (std::uint64_t v : {index, std::uint64_t(log_time_of(index))})
+            for (int i = 7; i >= 0; --i) body.push_back(char(v >> (8 * i)));
+        return storage::seal(body, "applied");
+    };
+    std::string expect;
+    SECTION("behind the base") {
+        RawDb(dir.str()).put("meta", "applied", applied_record(3));
+        expect = "behind the log";
+    }
+    SECTION("past the last entry") {
+        RawDb(dir.str()).put("meta", "applied", applied_record(9));
+        expect = "past the end of the log";
+    }
+    queue::Store store;
+    storage::Loaded out;
+    auto st = load_db(dir.str(), store, out);
+    INFO(st.message);
+    CHECK_FALSE(st.ok);
+    CHECK(st.message.find(expect) != std::string::npos);
 }

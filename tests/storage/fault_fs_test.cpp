@@ -1,6 +1,6 @@
-// The power-cut harness (fault_fs.h) against storage::Database: records written with
-// sync survive a crash that drops every unsynced byte; records written without sync
-// do not, which shows the harness really drops data.
+// The power-cut harness (fault_fs.h) against storage::Database: log writes, hard states
+// and installs made with sync survive a crash that drops every unsynced byte; what was
+// written without sync does not, which shows the harness really drops data.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -14,50 +14,58 @@ using namespace dueq::test;
 
 namespace {
 
-struct Loaded {
-    std::uint64_t applied = 0;
-    std::vector<storage::LogRecord> tail;
+struct AfterBoot {
+    storage::Loaded loaded;
     std::size_t tasks = 0;
-    std::uint64_t last_log_index = 0;
+    raft::Index last_index() const { return loaded.base.index + loaded.entries.size(); }
 };
 
-Loaded reopen_and_load(const std::string& path) {
-    auto db = open_db(path, true);  // the default environment: a fresh boot
-    Loaded out;
+AfterBoot reopen_and_load(const std::string& path) {
+    AfterBoot out;
     queue::Store store;
-    std::int64_t time = 0;
-    auto st = db->load(store, out.applied, time, out.tail);
-    INFO("load: " << st.message);
-    REQUIRE(st.ok);
+    out.loaded = load_ok(path, store);  // the default environment: a fresh boot
     out.tasks = store.task_count();
-    out.last_log_index = db->last_log_index();
     return out;
 }
 
-// Writes log 1..n one synced write at a time (as a busy node would), with an unsynced
-// applied state after every tenth record, then crashes and writes more.
+raft::HardState hard_state_at(std::uint64_t i) {
+    return raft::HardState{term_of(i), 1 + i % 3, i == 0 ? 0 : i - 1};
+}
+
+// Writes log 1..n one synced write at a time (as a busy node would), each with a hard
+// state, with an unsynced applied state that trims the log after every tenth entry,
+// then crashes and writes more.
 void write_then_crash(const std::string& path, FaultEnv& env, bool sync, std::uint64_t n) {
     auto db = open_db(path, sync, env.get());
     queue::Store store;
     std::uint64_t applied = 0;
     for (std::uint64_t i = 1; i <= n; ++i) {
-        REQUIRE(db->write({record_for(i)}, {}).ok);
+        storage::LogWrite w = log_write(i, i);
+        w.hard_state = hard_state_at(i);
+        REQUIRE(db->write({w}, {}).ok);
         if (i % 10 == 5) {
-            REQUIRE(db->write({}, {apply_records(store, applied + 1, i)}).ok);
+            storage::AppliedState a = apply_records(store, applied + 1, i);
+            a.trim = meta_of(i - 3);
+            REQUIRE(db->write({}, {a}).ok);
             applied = i;
         }
     }
-    // Applied states are never synced on their own; this last one is still unsynced.
+    // Applied states and commit moves are never synced on their own; these are lost.
     REQUIRE(db->write({}, {apply_records(store, applied + 1, n)}).ok);
+    storage::LogWrite commit;
+    commit.hard_state = raft::HardState{term_of(n), 1, n};
+    commit.sync = false;
+    REQUIRE(db->write({commit}, {}).ok);
     env.fs->crash();
     // After the cut nothing reaches the disk, but nothing fails either.
-    for (std::uint64_t i = n + 1; i <= n + 20; ++i) REQUIRE(db->write({record_for(i)}, {}).ok);
+    for (std::uint64_t i = n + 1; i <= n + 20; ++i) REQUIRE(db->write({log_write(i, i)}, {}).ok);
+    REQUIRE(db->install(storage::SnapshotInstall{meta_of(n + 20), {}, {}, ""}).ok);
     db.reset();  // closes the DB: no effect on disk
 }
 
 }  // namespace
 
-TEST_CASE("power cut with sync: every record whose write returned is there") {
+TEST_CASE("power cut with sync: every log write and hard state whose write returned is there") {
     TempDir dir("fault-sync");
     auto env = make_fault_env();
     constexpr std::uint64_t n = 200;
@@ -65,37 +73,36 @@ TEST_CASE("power cut with sync: every record whose write returned is there") {
     auto dropped = env.fs->drop_unsynced();
     INFO("dropped " << dropped.bytes_dropped << " bytes in " << dropped.files_truncated
                     << " files, deleted " << dropped.files_deleted << " files");
-
     CHECK(dropped.bytes_dropped > 0);
 
-    auto got = reopen_and_load(dir.str());
-    CHECK(got.last_log_index == n);  // all synced records, none written after the cut
-    CHECK(got.applied == n - 5);     // the unsynced applied state was lost ...
+    const auto got = reopen_and_load(dir.str());
+    CHECK(got.last_index() == n);  // all synced entries, none written after the cut
+    CHECK(got.loaded.hard_state == hard_state_at(n));  // the unsynced commit move is lost
+    CHECK(got.loaded.applied_index == n - 5);  // the unsynced applied state was lost ...
     CHECK(got.tasks == n - 5);
-    REQUIRE(got.tail.size() == 5);   // ... and the log still has what it covered
-    for (std::size_t i = 0; i < got.tail.size(); ++i) {
-        const auto want = record_for(got.applied + 1 + i);
-        CHECK(got.tail[i].index == want.index);
-        CHECK(got.tail[i].command == want.command);
-    }
+    CHECK(got.loaded.base == meta_of(n - 8));  // ... with the trim that came before it
+    // ... and the log still has what it covered, exactly.
+    CHECK(got.loaded.entries == entries(n - 7, n));
 }
 
-TEST_CASE("power cut without sync: unsynced records are lost (the harness drops data)") {
+TEST_CASE("power cut without sync: unsynced log writes are lost (the harness drops data)") {
     TempDir dir("fault-nosync");
     auto env = make_fault_env();
     constexpr std::uint64_t n = 200;
     {
         auto db = open_db(dir.str(), false, env.get());
-        for (std::uint64_t i = 1; i <= n; ++i) REQUIRE(db->write({record_for(i)}, {}).ok);
+        CHECK_FALSE(db->syncs());
+        for (std::uint64_t i = 1; i <= n; ++i) REQUIRE(db->write({log_write(i, i)}, {}).ok);
         CHECK(env.fs->unsynced_bytes() > 0);
         env.fs->crash();
     }
     auto dropped = env.fs->drop_unsynced();
     CHECK(dropped.bytes_dropped + dropped.files_deleted > 0);
 
-    auto got = reopen_and_load(dir.str());
-    INFO(got.last_log_index << " of " << n << " records survived");
-    CHECK(got.last_log_index < n);
+    const auto got = reopen_and_load(dir.str());
+    INFO(got.last_index() << " of " << n << " entries survived");
+    CHECK(got.last_index() < n);
+    CHECK(got.loaded.entries == entries(1, got.last_index()));  // a prefix, never a gap
 }
 
 TEST_CASE("power cut after a reopen that moved the log into table files") {
@@ -105,18 +112,51 @@ TEST_CASE("power cut after a reopen that moved the log into table files") {
     auto env = make_fault_env();
     {
         auto db = open_db(dir.str(), true, env.get());
-        for (std::uint64_t i = 1; i <= 50; ++i) REQUIRE(db->write({record_for(i)}, {}).ok);
+        REQUIRE(db->write({log_write(1, 50)}, {}).ok);
     }
     {
         auto db = open_db(dir.str(), true, env.get());
-        CHECK(db->last_log_index() == 50);
-        for (std::uint64_t i = 51; i <= 100; ++i) REQUIRE(db->write({record_for(i)}, {}).ok);
+        // The reopened database still knows its log's end: this replaces 41..50.
+        REQUIRE(db->write({log_write(41, 45, 30)}, {}).ok);
+        for (std::uint64_t i = 46; i <= 100; ++i) REQUIRE(db->write({log_write(i, i)}, {}).ok);
         env.fs->crash();
     }
     env.fs->drop_unsynced();
-    auto got = reopen_and_load(dir.str());
-    CHECK(got.last_log_index == 100);
-    CHECK(got.tail.size() == 100);
+    const auto got = reopen_and_load(dir.str());
+    std::vector<raft::Entry> want = entries(1, 40);
+    for (const auto& e : entries(41, 45, 30)) want.push_back(e);
+    for (const auto& e : entries(46, 100)) want.push_back(e);
+    CHECK(got.loaded.entries == want);
+}
+
+TEST_CASE("power cut after an install: the snapshot is there, nothing of the old state") {
+    TempDir dir("fault-install");
+    auto env = make_fault_env();
+    queue::Store source;
+    apply_records(source, 1, 30);
+    storage::SnapshotInstall snap;
+    snap.meta = meta_of(30);
+    snap.hard_state = {term_of(30), 2, 30};
+    for (const auto& [qk, encoded] : contents(source).tasks) {
+        const std::string key = storage::task_key(qk.first, qk.second);
+        snap.tasks.emplace_back(key, storage::seal(encoded, key));
+    }
+    snap.store_meta_sealed = storage::seal_store_meta(source.encode_meta());
+    {
+        auto db = open_db(dir.str(), true, env.get());
+        queue::Store old;
+        REQUIRE(db->write({log_write(1, 40, 1)}, {apply_records(old, 1, 35)}).ok);
+        REQUIRE(db->install(snap).ok);
+        env.fs->crash();
+    }
+    env.fs->drop_unsynced();
+    queue::Store store;
+    const auto got = load_ok(dir.str(), store);
+    CHECK(got.base == meta_of(30));
+    CHECK(got.entries.empty());
+    CHECK(got.applied_index == 30);
+    CHECK(got.hard_state == snap.hard_state);
+    CHECK(contents(store) == contents(source));
 }
 
 TEST_CASE("the fault file system truncates files to their synced size and deletes unnamed ones") {

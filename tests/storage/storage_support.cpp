@@ -6,6 +6,19 @@
 
 #include "queue/command_codec.h"
 
+namespace dueq::raft {
+std::ostream& operator<<(std::ostream& os, const Entry& e) {
+    return os << "{term " << e.term << " index " << e.index << " time " << e.time << " type "
+              << int(e.type) << " data " << e.data.size() << " bytes}";
+}
+std::ostream& operator<<(std::ostream& os, const HardState& hs) {
+    return os << "{term " << hs.term << " vote " << hs.vote << " commit " << hs.commit << "}";
+}
+std::ostream& operator<<(std::ostream& os, const SnapshotMeta& m) {
+    return os << "{index " << m.index << " term " << m.term << " time " << m.time << "}";
+}
+}  // namespace dueq::raft
+
 namespace dueq::test {
 
 TempDir::TempDir(const std::string& name) {
@@ -40,8 +53,31 @@ queue::Put put_for(std::uint64_t index) {
     return p;
 }
 
-storage::LogRecord record_for(std::uint64_t index) {
-    return storage::LogRecord{index, log_time_of(index), queue::encode_command(put_for(index))};
+raft::Entry entry_for(std::uint64_t index, raft::Term term) {
+    raft::Entry e;
+    e.term = term ? term : term_of(index);
+    e.index = index;
+    e.time = raft::Millis(log_time_of(index));
+    e.type = raft::EntryType::normal;
+    e.data = queue::encode_command(put_for(index));
+    return e;
+}
+
+std::vector<raft::Entry> entries(std::uint64_t from, std::uint64_t to, raft::Term term) {
+    std::vector<raft::Entry> out;
+    for (std::uint64_t i = from; i <= to; ++i) out.push_back(entry_for(i, term));
+    return out;
+}
+
+storage::LogWrite log_write(std::uint64_t from, std::uint64_t to, raft::Term term) {
+    storage::LogWrite w;
+    w.entries = entries(from, to, term);
+    w.sync = true;
+    return w;
+}
+
+raft::SnapshotMeta meta_of(std::uint64_t index) {
+    return raft::SnapshotMeta{index, term_of(index), raft::Millis(log_time_of(index))};
 }
 
 storage::AppliedState apply_records(queue::Store& store, std::uint64_t from, std::uint64_t to) {
@@ -58,6 +94,34 @@ storage::AppliedState apply_records(queue::Store& store, std::uint64_t from, std
     });
     s.store_meta = store.encode_meta();
     return s;
+}
+
+storage::Status load_db(const std::string& path, queue::Store& store, storage::Loaded& out) {
+    auto db = open_db(path, true);
+    return db->load(store, out);
+}
+
+storage::Loaded load_ok(const std::string& path, queue::Store& store) {
+    storage::Loaded out;
+    auto st = load_db(path, store, out);
+    INFO("load: " << st.message);
+    REQUIRE(st.ok);
+    return out;
+}
+
+StoreContents contents(const queue::Store& store) {
+    StoreContents c;
+    store.for_each_task([&](std::string_view q, std::string_view k, std::string_view encoded) {
+        c.tasks.emplace(std::make_pair(std::string(q), std::string(k)), std::string(encoded));
+    });
+    c.meta = store.encode_meta();
+    return c;
+}
+
+void copy_dir(const std::filesystem::path& from, const std::filesystem::path& to) {
+    std::filesystem::copy(from, to,
+                          std::filesystem::copy_options::recursive |
+                              std::filesystem::copy_options::overwrite_existing);
 }
 
 bool same_task(const queue::TaskView& a, const queue::TaskView& b) {

@@ -1,5 +1,7 @@
-// storage::Writer: group commit. Everything that queues up while a batch is being
-// written goes out together in the next batch, with one fsync (leveldb's group commit).
+// storage::Writer: jobs get tickets in submission order and are carried out in that
+// order; everything that queues up while a batch is being written goes out together in
+// the next batch, with one fsync (leveldb's group commit); on_written reports the last
+// ticket carried out; installs and checkpoints fall exactly between the jobs around them.
 #include <catch2/catch.hpp>
 
 #include <atomic>
@@ -12,11 +14,12 @@
 
 using namespace dueq;
 using namespace dueq::test;
+using storage::Writer;
 
 namespace {
 
-// Holds the storage thread inside its first on_written call until released, the way a
-// slow fsync would keep it busy.
+// Holds the storage thread inside on_written for ticket 1 until released, the way a
+// slow fsync would keep it busy, so that what is submitted meanwhile forms one batch.
 struct Gate {
     std::mutex mu;
     std::condition_variable cv;
@@ -40,114 +43,211 @@ struct Gate {
     }
 };
 
+// Records every on_written call; blocks on the gate for ticket 1.
+struct Written {
+    Gate gate;
+    bool use_gate = true;
+    std::mutex mu;
+    std::vector<std::uint64_t> tickets;
+    void operator()(std::uint64_t t) {
+        {
+            std::lock_guard lock(mu);
+            tickets.push_back(t);
+        }
+        if (use_gate && t == 1) gate.block_here();
+    }
+    std::uint64_t last() {
+        std::lock_guard lock(mu);
+        return tickets.empty() ? 0 : tickets.back();
+    }
+    std::vector<std::uint64_t> all() {
+        std::lock_guard lock(mu);
+        return tickets;
+    }
+};
+
+auto fail_on_error() {
+    return [](const std::string& message) { FAIL("writer failed: " << message); };
+}
+
+storage::LogWrite one_entry(std::uint64_t index) {
+    return log_write(index, index);
+}
+
 }  // namespace
 
-TEST_CASE("appends from several threads while the writer is busy share batches") {
+TEST_CASE("log writes from several threads while the writer is busy share one batch") {
     TempDir dir("group-commit");
     auto db = open_db(dir.str(), true);
-    Gate gate;
-    std::mutex written_mu;  // guards written
-    std::vector<std::uint64_t> written;
+    Written written;
     constexpr int kThreads = 4, kPerThread = 250;
     constexpr std::uint64_t kLast = 1 + kThreads * kPerThread;
-    std::size_t batches = 0;
+    std::uint64_t batches = 0;
     {
-        storage::Writer writer(
-            *db,
-            [&](std::uint64_t index) {
-                {
-                    std::lock_guard lock(written_mu);
-                    written.push_back(index);
-                }
-                if (index == 1) gate.block_here();
-            },
-            [](const std::string& message) { FAIL("writer failed: " << message); });
+        Writer writer(*db, [&](std::uint64_t t) { written(t); }, fail_on_error());
+        CHECK(writer.submit(one_entry(1)) == 1);
+        written.gate.wait_entered();  // the writer is busy with ticket 1
 
-        writer.append(record_for(1));
-        gate.wait_entered();  // the writer is busy with entry 1
-
-        // Indexes are handed out in append order, as the node's single loop does.
+        // Indexes are handed out in submission order, as the node's single loop does;
+        // so the ticket of each job is its entry's index.
         std::mutex order_mu;
         std::uint64_t next = 2;
+        std::atomic<int> ticket_mismatches{0};
         std::vector<std::thread> threads;
         for (int t = 0; t < kThreads; ++t)
             threads.emplace_back([&] {
                 for (int i = 0; i < kPerThread; ++i) {
                     std::lock_guard lock(order_mu);
-                    writer.append(record_for(next++));
+                    const std::uint64_t index = next++;
+                    if (writer.submit(one_entry(index)) != index) ++ticket_mismatches;
                 }
             });
         for (auto& t : threads) t.join();
-        gate.release();
-        // The destructor writes what is still queued before it returns.
+        CHECK(ticket_mismatches == 0);
+        written.gate.release();
+        while (written.last() < kLast) std::this_thread::yield();
+        batches = writer.batches();
     }
-    {
-        std::lock_guard lock(written_mu);
-        REQUIRE(!written.empty());
-        for (std::size_t i = 1; i < written.size(); ++i) CHECK(written[i] > written[i - 1]);
-        CHECK(written.back() == kLast);
-        batches = written.size();
-    }
-    INFO(batches << " batches for " << kLast << " appends");
-    // Entry 1 alone, then everything that queued behind it in one batch.
+    // Ticket 1 alone, then everything that queued behind it in one batch.
+    CHECK(written.all() == std::vector<std::uint64_t>{1, kLast});
     CHECK(batches == 2);
-    CHECK(db->last_log_index() == kLast);
 
     // Everything was written, in order, with its content.
     db.reset();
-    auto again = open_db(dir.str(), true);
     queue::Store store;
-    std::uint64_t applied = 0;
-    std::int64_t time = 0;
-    std::vector<storage::LogRecord> tail;
-    REQUIRE(again->load(store, applied, time, tail).ok);
-    REQUIRE(tail.size() == kLast);
-    for (std::uint64_t i = 0; i < kLast; ++i) {
-        const auto want = record_for(i + 1);
-        CHECK(tail[i].index == want.index);
-        CHECK(tail[i].command == want.command);
-    }
+    const auto got = load_ok(dir.str(), store);
+    CHECK(got.entries == entries(1, kLast));
 }
 
-TEST_CASE("the writer's batch counter and on_written agree; applied states ride along") {
-    TempDir dir("batches");
+TEST_CASE("tickets count every kind of job; on_written ends at the last one") {
+    TempDir dir("tickets");
     auto db = open_db(dir.str(), true);
-    std::atomic<std::uint64_t> last_written{0};
-    std::atomic<int> calls{0};
+    Written written;
+    written.use_gate = false;
     queue::Store store;
+    std::vector<std::uint64_t> tickets;
     std::uint64_t batches = 0;
     {
-        storage::Writer writer(
-            *db,
-            [&](std::uint64_t index) {
-                CHECK(index > last_written.load());
-                last_written = index;
-                ++calls;
-            },
-            [](const std::string& message) { FAIL("writer failed: " << message); });
+        Writer writer(*db, [&](std::uint64_t t) { written(t); }, fail_on_error());
         for (std::uint64_t i = 1; i <= 50; ++i) {
-            writer.append(record_for(i));
-            if (i % 10 == 0) writer.apply(apply_records(store, i - 9, i));
+            tickets.push_back(writer.submit(one_entry(i)));
+            if (i % 10 == 0) {
+                tickets.push_back(writer.submit(apply_records(store, i - 9, i)));
+                storage::LogWrite commit;  // a commit index move: hard state only
+                commit.hard_state = raft::HardState{term_of(i), 1, i};
+                commit.sync = false;
+                tickets.push_back(writer.submit(commit));
+            }
         }
-        // Batches that hold only applied states report nothing through on_written.
-        writer.apply(apply_records(store, 51, 50));
-        // The destructor drains the queue; batches() is read before it stops.
-        while (last_written.load() < 50) std::this_thread::yield();
+        while (written.last() < tickets.back()) std::this_thread::yield();
         batches = writer.batches();
     }
-    CHECK(last_written == 50);
-    CHECK(calls.load() >= 1);
-    CHECK(std::uint64_t(calls.load()) <= batches);
-    CHECK(batches <= 51);
+    REQUIRE(tickets.size() == 60);
+    for (std::size_t i = 0; i < tickets.size(); ++i) CHECK(tickets[i] == i + 1);
+    const auto reported = written.all();
+    REQUIRE(!reported.empty());
+    for (std::size_t i = 1; i < reported.size(); ++i) CHECK(reported[i] > reported[i - 1]);
+    CHECK(reported.back() == 60);
+    CHECK(reported.size() == batches);  // one report per batch (no installs here)
+    CHECK(batches <= 60);
 
     db.reset();
-    auto again = open_db(dir.str(), true);
     queue::Store loaded;
-    std::uint64_t applied = 0;
-    std::int64_t time = 0;
-    std::vector<storage::LogRecord> tail;
-    REQUIRE(again->load(loaded, applied, time, tail).ok);
-    CHECK(applied == 50);
-    CHECK(tail.empty());
-    CHECK(loaded.task_count() == 50);
+    const auto got = load_ok(dir.str(), loaded);
+    CHECK(got.entries == entries(1, 50));
+    CHECK(got.applied_index == 50);
+    CHECK(got.hard_state == raft::HardState{term_of(50), 1, 50});
+    CHECK(contents(loaded) == contents(store));
+}
+
+TEST_CASE("a checkpoint request sees every job before it and none after it") {
+    TempDir dir("checkpoint-request");
+    auto db = open_db(dir.str(), true);
+    Written written;
+    queue::Store store;
+    std::shared_ptr<const storage::Checkpoint> cp;
+    std::uint64_t cp_ticket = 0, written_at_done = ~std::uint64_t(0);
+    int done_calls = 0;
+    StoreContents at5;
+    {
+        Writer writer(*db, [&](std::uint64_t t) { written(t); }, fail_on_error());
+        CHECK(writer.submit(log_write(1, 10)) == 1);
+        written.gate.wait_entered();
+        // One batch: applied state 5, the request, applied state 8 with a delete.
+        CHECK(writer.submit(apply_records(store, 1, 5)) == 2);
+        at5 = contents(store);
+        cp_ticket = writer.submit(storage::CheckpointRequest{
+            meta_of(5), [&](std::shared_ptr<const storage::Checkpoint> c) {
+                ++done_calls;
+                written_at_done = written.last();
+                cp = std::move(c);
+            }});
+        CHECK(cp_ticket == 3);
+        REQUIRE(store.apply(queue::Delete{"q", "k1"}, log_time_of(6)).ok());
+        CHECK(writer.submit(apply_records(store, 7, 8)) == 4);
+        written.gate.release();
+    }
+    // The destructor carried everything out.
+    CHECK(written.all() == std::vector<std::uint64_t>{1, 4});
+    REQUIRE(done_calls == 1);
+    CHECK(written_at_done < cp_ticket);  // done ran before its batch was reported
+    REQUIRE(cp);
+    CHECK(cp->meta() == meta_of(5));
+
+    queue::Store fresh;
+    {
+        // The reader holds a RocksDB iterator: it must go before the database.
+        storage::Checkpoint::Reader reader(std::move(cp));
+        REQUIRE(storage::load_store_meta(fresh, reader.store_meta()));
+        std::string chunk;
+        CHECK_FALSE(reader.next(chunk, 1 << 20));
+        std::vector<std::pair<std::string, std::string>> pairs;
+        REQUIRE(storage::split_pairs(chunk, pairs));
+        for (const auto& [k, v] : pairs) REQUIRE(storage::load_task_record(fresh, k, v));
+    }
+    CHECK(contents(fresh) == at5);
+    CHECK(fresh.get("q", "k1"));
+    CHECK_FALSE(fresh.get("q", "k7"));
+
+    db.reset();
+    queue::Store loaded;
+    const auto got = load_ok(dir.str(), loaded);
+    CHECK(got.applied_index == 8);
+    CHECK(contents(loaded) == contents(store));
+}
+
+TEST_CASE("an install through the writer falls between the log writes around it") {
+    TempDir dir("writer-install");
+    auto db = open_db(dir.str(), true);
+    Written written;
+    queue::Store source;
+    apply_records(source, 1, 20);
+    storage::SnapshotInstall snap;
+    snap.meta = meta_of(20);
+    snap.hard_state = {term_of(20), 2, 20};
+    for (const auto& [qk, encoded] : contents(source).tasks) {
+        const std::string key = storage::task_key(qk.first, qk.second);
+        snap.tasks.emplace_back(key, storage::seal(encoded, key));
+    }
+    snap.store_meta_sealed = storage::seal_store_meta(source.encode_meta());
+    {
+        Writer writer(*db, [&](std::uint64_t t) { written(t); }, fail_on_error());
+        writer.submit(log_write(1, 3, 1));
+        written.gate.wait_entered();
+        queue::Store old;
+        writer.submit(log_write(4, 30, 1));            // wiped by the install
+        writer.submit(apply_records(old, 1, 4));       // wiped too
+        writer.submit(snap);
+        writer.submit(log_write(21, 23));              // kept
+        written.gate.release();
+    }
+    CHECK(written.all() == std::vector<std::uint64_t>{1, 5});
+    db.reset();
+    queue::Store loaded;
+    const auto got = load_ok(dir.str(), loaded);
+    CHECK(got.base == meta_of(20));
+    CHECK(got.entries == entries(21, 23));
+    CHECK(got.applied_index == 20);
+    CHECK(got.hard_state == snap.hard_state);
+    CHECK(contents(loaded) == contents(source));
 }
