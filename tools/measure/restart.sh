@@ -14,16 +14,13 @@ pid=
 cleanup() { [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; rm -rf "$dir"; }
 trap cleanup EXIT
 
+. scripts/lib.sh
 start() {  # starts dueqd, waits for its port line; sets pid and elapsed (seconds)
   local t0 t1
   t0=$(date +%s.%N)
-  "$bin/src/node/dueqd" --listen "127.0.0.1:$port" --data-dir "$dir/data" --log-level warn \
-    >"$dir/out" 2>>"$dir/log" &
-  pid=$!
-  until grep -q "listening on port" "$dir/out" 2>/dev/null; do
-    kill -0 "$pid" 2>/dev/null || { cat "$dir/log" >&2; exit 1; }
-    sleep 0.02
-  done
+  DUEQD_START_TIMEOUT=600 start_dueqd "$bin/src/node/dueqd" "$dir/out" "$dir/log" \
+    --listen "127.0.0.1:$port" --data-dir "$dir/data" --log-level warn || exit 1
+  pid=$dueqd_pid
   t1=$(date +%s.%N)
   elapsed=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')
 }

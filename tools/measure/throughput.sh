@@ -9,6 +9,7 @@ secs=${1:-5}
 bin=${BUILD_DIR:-build}
 port=${PORT:-7793}
 dir=$(mktemp -d /tmp/dueq-throughput.XXXXXX)
+. scripts/lib.sh
 pid=
 cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$dir"; }
 trap cleanup EXIT
@@ -17,12 +18,9 @@ for fsync in always never; do
   rm -rf "$dir/data"
   sed -e "s|^fsync = .*|fsync = \"$fsync\"|" -e "s|^client_listen = .*|client_listen = \"127.0.0.1:$port\"|" \
       -e "s|^data_dir = .*|data_dir = \"$dir/data\"|" config/one-node.toml >"$dir/node.toml"
-  "$bin/src/node/dueqd" --config "$dir/node.toml" --log-level warn >"$dir/out" 2>>"$dir/log" &
-  pid=$!
-  until grep -q "listening on port" "$dir/out" 2>/dev/null; do
-    kill -0 "$pid" 2>/dev/null || { cat "$dir/log" >&2; exit 1; }
-    sleep 0.05
-  done
+  start_dueqd "$bin/src/node/dueqd" "$dir/out" "$dir/log" --config "$dir/node.toml" \
+    --log-level warn || exit 1
+  pid=$dueqd_pid
   for op in put refresh; do
     for conns in 1 64; do
       out=$("$bin/tools/load/dueq-load" "$op" --addr "127.0.0.1:$port" -c "$conns" -d 1 \
