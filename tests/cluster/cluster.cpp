@@ -278,11 +278,14 @@ std::string Cluster::log_tails(std::size_t lines) const {
     std::string out;
     for (int i = 0; i < size(); ++i) {
         const auto text = log_text(i);
-        std::size_t at = text.size();
-        for (std::size_t n = 0; n <= lines && at > 0; ++n)
-            at = text.rfind('\n', at - 1);
+        // Back from the end past `lines` + 1 newlines (the text ends with one).
+        std::size_t from = text.size();
+        for (std::size_t n = 0; n <= lines && from > 0; ++n) {
+            const auto nl = text.rfind('\n', from - 1);
+            from = nl == std::string::npos ? 0 : nl;
+        }
         out += "== " + node_id(i) + " (" + log_path(i) + ")\n";
-        out += text.substr(at == std::string::npos ? 0 : at + 1) + "\n";
+        out += text.substr(from == 0 ? 0 : from + 1) + "\n";
     }
     return out;
 }

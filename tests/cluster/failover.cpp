@@ -25,6 +25,7 @@ FailoverRound kill_leader(Cluster& cluster, int leader, int round, const LoadOpt
     r.killed = cluster.node_id(leader);
     const auto before = cluster.status(leader);
     r.old_term = before ? before->term : 0;
+    const auto acknowledged = history.puts();
     const auto t0 = Clock::now();
     cluster.kill9(leader);
     for (int probe = 0; probe < 10'000 && Clock::now() < t0 + plan.give_up; ++probe) {
@@ -46,6 +47,7 @@ FailoverRound kill_leader(Cluster& cluster, int leader, int round, const LoadOpt
                 r.new_leader = s->node_id;
                 r.new_term = s->term;
                 history.put_acked(std::move(rec));
+                check_puts(cluster, i, acknowledged, load.kv_queue, r.on_new_leader);
                 return r;
             }
         }
@@ -60,6 +62,8 @@ std::size_t FailoverReport::problems() const {
     std::size_t n = leases.problems();
     for (const auto& v : nodes)
         n += v.problems();
+    for (const auto& r : rounds)
+        n += r.on_new_leader.problems();
     return n;
 }
 
@@ -74,7 +78,8 @@ std::string FailoverReport::summary() const {
             s << "no new leader served (elected_ms " << r.elected_ms << ")\n";
         } else {
             s << "new leader " << r.new_leader << " (term " << r.new_term << ") elected in "
-              << r.elected_ms << " ms, served in " << r.served_ms << " ms\n";
+              << r.elected_ms << " ms, served in " << r.served_ms << " ms; on it, "
+              << r.on_new_leader.summary() << "\n";
         }
     }
     s << "settled: " << (settled ? "yes" : "no") << "\nclient errors: " << errors << "\n";

@@ -22,6 +22,9 @@ struct FailoverRound {
     long elected_ms = -1;           // from the kill until a live node said it leads a newer term
     long served_ms = -1;            // ... until that node answered a put
     std::size_t ok_ops_before = 0;  // load ops answered ok up to the kill
+    // The puts acknowledged before the kill, read from the new leader at once (the
+    // killed node still down).
+    Verdict on_new_leader;
 };
 
 struct FailoverReport {

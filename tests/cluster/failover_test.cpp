@@ -27,6 +27,8 @@ TEST_CASE(
         CHECK(r.new_term > r.old_term);
         CHECK(r.served_ms >= 0);
         CHECK(r.served_ms <= bound_ms);
+        CHECK(r.on_new_leader.problems() == 0);
+        CHECK(r.on_new_leader.puts_checked > 0);
     }
     CHECK(report.settled);
     CHECK(report.puts_ok > 300);  // the load really ran

@@ -16,6 +16,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr auto kLoadLimit = std::chrono::minutes(10);
 constexpr std::uint64_t kOpLimit = 1'000'000;
+constexpr std::size_t kReadBatch = 256;  // gets in flight while checking
 
 Outcome outcome_of(client::Code code) {
     switch (code) {
@@ -245,19 +246,15 @@ std::string LeaseVerdict::summary() const {
     return s.str();
 }
 
-Verdict check_node(const Cluster& cluster, int i, const History& history,
-                   const LoadOptions& options) {
-    Verdict v;
+void check_puts(const Cluster& cluster, int i, const std::vector<PutRecord>& puts,
+                const std::string& queue, Verdict& v) {
     auto c = cluster.client({i}, 5s);
     const std::string where = cluster.node_id(i) + ": ";
-    constexpr std::size_t batch = 256;
-
-    const auto puts = history.puts();
-    for (std::size_t from = 0; from < puts.size(); from += batch) {
+    for (std::size_t from = 0; from < puts.size(); from += kReadBatch) {
         std::vector<std::future<client::Result<client::GetResponse>>> answers;
-        const std::size_t to = std::min(puts.size(), from + batch);
+        const std::size_t to = std::min(puts.size(), from + kReadBatch);
         for (std::size_t k = from; k < to; ++k)
-            answers.push_back(c->call_async(client::GetRequest{options.kv_queue, puts[k].key, {}}));
+            answers.push_back(c->call_async(client::GetRequest{queue, puts[k].key, {}}));
         for (std::size_t k = from; k < to; ++k) {
             auto r = answers[k - from].get();
             const auto& p = puts[k];
@@ -277,6 +274,15 @@ Verdict check_node(const Cluster& cluster, int i, const History& history,
             }
         }
     }
+}
+
+Verdict check_node(const Cluster& cluster, int i, const History& history,
+                   const LoadOptions& options) {
+    Verdict v;
+    check_puts(cluster, i, history.puts(), options.kv_queue, v);
+    auto c = cluster.client({i}, 5s);
+    const std::string where = cluster.node_id(i) + ": ";
+    constexpr std::size_t batch = kReadBatch;
 
     // Per work key: the acks that may have been applied, and the newest answered ok.
     std::map<std::string, std::multimap<std::uint64_t, AckRecord>> maybe_applied;

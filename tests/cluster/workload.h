@@ -129,6 +129,11 @@ struct Verdict {
     std::string summary() const;
 };
 
+// Reads each of `puts` from node i alone (local gets of `queue`) and adds what it finds
+// wrong to `v`.
+void check_puts(const Cluster& cluster, int i, const std::vector<PutRecord>& puts,
+                const std::string& queue, Verdict& v);
+
 // Reads every acknowledged put, and every work task that had an ack answered ok, from
 // node i alone (local gets) and compares with the history.
 Verdict check_node(const Cluster& cluster, int i, const History& history,
