@@ -6,11 +6,13 @@
 # then, as a follower too). Sets dueqd_pid and dueqd_port. If the process exits, or has
 # not printed the line within ${DUEQD_START_TIMEOUT:-30} seconds, prints the end of LOG
 # to stderr, stops the process and returns 1.
+# The node runs in a session of its own: a Ctrl-C in the terminal reaches the script
+# (and its foreground clients), not the nodes, which the script then stops by PID.
 start_dueqd() {
   local binary=$1 out=$2 log=$3
   shift 3
   : >"$out"
-  "$binary" "$@" >"$out" 2>>"$log" &
+  setsid "$binary" "$@" >"$out" 2>>"$log" &
   dueqd_pid=$!
   dueqd_port=
   local deadline=$((SECONDS + ${DUEQD_START_TIMEOUT:-30}))
