@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -48,13 +49,21 @@ struct Written {
     Gate gate;
     bool use_gate = true;
     std::mutex mu;
+    std::condition_variable cv;
     std::vector<std::uint64_t> tickets;
     void operator()(std::uint64_t t) {
         {
             std::lock_guard lock(mu);
             tickets.push_back(t);
         }
+        cv.notify_all();
         if (use_gate && t == 1) gate.block_here();
+    }
+    // True once ticket `t` or a later one was reported; false after 20 s.
+    bool wait_for(std::uint64_t t) {
+        std::unique_lock lock(mu);
+        return cv.wait_for(lock, std::chrono::seconds(20),
+                           [&] { return !tickets.empty() && tickets.back() >= t; });
     }
     std::uint64_t last() {
         std::lock_guard lock(mu);
@@ -105,7 +114,7 @@ TEST_CASE("log writes from several threads while the writer is busy share one ba
         for (auto& t : threads) t.join();
         CHECK(ticket_mismatches == 0);
         written.gate.release();
-        while (written.last() < kLast) std::this_thread::yield();
+        REQUIRE(written.wait_for(kLast));
         batches = writer.batches();
     }
     // Ticket 1 alone, then everything that queued behind it in one batch.
@@ -139,7 +148,7 @@ TEST_CASE("tickets count every kind of job; on_written ends at the last one") {
                 tickets.push_back(writer.submit(commit));
             }
         }
-        while (written.last() < tickets.back()) std::this_thread::yield();
+        REQUIRE(written.wait_for(tickets.back()));
         batches = writer.batches();
     }
     REQUIRE(tickets.size() == 60);
