@@ -55,6 +55,7 @@ for i in $(seq 1 "$tokens"); do
 done
 ctl status
 ctl stats tokens
+echo "demo: from another terminal: export DUEQ_ADDR=$addrs; $bin/tools/dueqctl/dueqctl status"
 
 echo "demo: starting the refresher (builtin refresh: new token, expiry = now + 90s)"
 worker_args=(worker tokens --builtin-refresh --next-in 90s --concurrency 4 --progress-every 20)
