@@ -61,6 +61,9 @@ class Connection {
     // The store's own count of the bytes it holds (data and indexes), where the backend
     // reports it over the wire; an error "unsupported" otherwise.
     virtual void store_bytes(std::function<void(Reply, std::int64_t)> done) = 0;
+    // Writes a checkpoint of the whole store where the backend has such an op
+    // (Tarantool: box.snapshot()); an error "unsupported" otherwise.
+    virtual void checkpoint(OnReply done) = 0;
     // Whether this member leads its cluster now (a single node always does).
     virtual void is_leader(std::function<void(Reply, bool)> done) = 0;
     // Completes every outstanding request with an error and closes the socket.

@@ -89,6 +89,8 @@ class DueqConnection final : public Stream, public Connection {
     void store_bytes(std::function<void(Reply, std::int64_t)> done) override {
         done(Reply{false, "unsupported"}, 0);
     }
+    // dueqd keeps its applied state in RocksDB all the time: there is nothing to force.
+    void checkpoint(OnReply done) override { done(Reply{false, "unsupported"}); }
     void is_leader(std::function<void(Reply, bool)> done) override {
         call(cl::StatusRequest{},
              [done = std::move(done)](const cl::ResponseFrame* f, const std::string& err) {

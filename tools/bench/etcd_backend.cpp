@@ -77,6 +77,7 @@ class EtcdConnection final : public Stream, public Connection {
     void store_bytes(std::function<void(Reply, std::int64_t)> done) override {
         done(Reply{false, "unsupported"}, 0);
     }
+    void checkpoint(OnReply done) override { done(Reply{false, "unsupported"}); }
     void is_leader(std::function<void(Reply, bool)> done) override {
         post("/v3/maintenance/status", "{}",
              [done = std::move(done)](Reply r, const std::string& body) {

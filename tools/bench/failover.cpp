@@ -126,15 +126,19 @@ int restart_member(const std::string& cmd_template, std::size_t i) {
 }
 
 // The probe: every probe_ms, one more op to each surviving member on a connection that
-// is not waiting for an answer (a new one if all are, up to 16 per member), until one
-// op succeeds. A request that hangs (etcd holds a put on a follower until its request
-// timeout while there is no leader) thus never hides a later one that would succeed.
+// is not waiting for an answer (a new one if all are), until one op succeeds. A request
+// that hangs (etcd holds a put that a follower forwarded to the dead leader until its
+// 7 s request timeout) thus never hides a later one that would succeed; a connection
+// whose request has waited for a second is closed (a client's own timeout).
 // Returns ms from `killed_at`, or a negative value on timeout.
 double probe(const FailoverOptions& o, std::size_t dead, Clock::time_point killed_at) {
     struct Slot {
         std::shared_ptr<Connection> conn;
         bool busy = false;
+        Clock::time_point sent_at{};
     };
+    constexpr std::size_t kMaxPerMember = 128;
+    constexpr auto kGiveUpAfter = std::chrono::seconds(1);
     asio::io_context io;
     std::vector<std::vector<std::shared_ptr<Slot>>> slots(o.addrs.size());
     bool done = false;
@@ -145,15 +149,15 @@ double probe(const FailoverOptions& o, std::size_t dead, Clock::time_point kille
         succeeded_at = Clock::now();
     };
     auto send = [&](std::size_t i) {
+        const auto now = Clock::now();
+        for (auto& s : slots[i])
+            if (s->busy && now - s->sent_at > kGiveUpAfter) s->conn->close();
+        std::erase_if(slots[i], [](auto& s) { return s->conn->broken(); });
         std::shared_ptr<Slot> slot;
         for (auto& s : slots[i])
-            if (!s->busy && !s->conn->broken()) slot = s;
+            if (!s->busy) slot = s;
         if (!slot) {
-            if (slots[i].size() >= 16) {
-                // Drop broken connections to make room.
-                std::erase_if(slots[i], [](auto& s) { return s->conn->broken(); });
-                if (slots[i].size() >= 16) return;
-            }
+            if (slots[i].size() >= kMaxPerMember) return;
             try {
                 slot = std::make_shared<Slot>(Slot{connect(o.backend, io, o.addrs[i], 200)});
             } catch (const std::exception&) {
@@ -162,6 +166,7 @@ double probe(const FailoverOptions& o, std::size_t dead, Clock::time_point kille
             slots[i].push_back(slot);
         }
         slot->busy = true;
+        slot->sent_at = now;
         auto c = slot->conn;
         if (o.backend == BackendKind::dueq) {
             c->take(o.queue, 1000, [&, c, slot](Reply r, std::optional<Taken> task) {
@@ -234,10 +239,11 @@ FailoverResult run_failover(FailoverOptions& o) {
         const auto leader = find_leader(o.backend, o.addrs, o.timeout_s);
         // Keep connections to the survivors open, as a client would have them.
         const auto killed_at = Clock::now();
-        if (::kill(o.pids[leader], SIGKILL) != 0)
+        if (::kill(o.pids[leader], o.stop_instead ? SIGSTOP : SIGKILL) != 0)
             throw std::runtime_error("cannot kill pid " + std::to_string(o.pids[leader]));
         const double ms = probe(o, leader, killed_at);
         if (ms < 0) throw std::runtime_error("no member answered within the timeout after a kill");
+        if (o.stop_instead) ::kill(o.pids[leader], SIGKILL);
         result.leaders.push_back(leader);
         result.ms.push_back(ms);
         if (o.progress)
@@ -267,6 +273,7 @@ nlohmann::json FailoverResult::to_json(const FailoverOptions& o) const {
     return {{"backend", backend_name(o.backend)},
             {"kills", ms.size()},
             {"probe_ms", o.probe_ms},
+            {"signal", o.stop_instead ? "STOP" : "KILL"},
             {"ms", ms},
             {"leaders", leaders},
             {"median_ms", median},

@@ -26,6 +26,10 @@ struct FailoverOptions {
     std::int64_t settle_ms = 3000;  // after a restart, once a leader is known again
     double timeout_s = 60;          // per kill, for the new leader to answer
     std::string queue = "failover";
+    // kill: SIGKILL, a crash (on one host the kernel closes the dead process's sockets at
+    // once, so peers can see it go). stop: SIGSTOP, a hang or a partition (sockets stay
+    // open; only missing heartbeats tell). A stopped leader is killed once measured.
+    bool stop_instead = false;
     bool progress = true;
 };
 

@@ -247,6 +247,13 @@ int main(int argc, char** argv) {
     fc->add_option("--restart-cmd", fo.restart_cmd,
                    "shell command restarting member {i} (1-based); prints its new PID last");
     fc->add_option("--kills", fo.kills, "how many times")->capture_default_str();
+    std::string signal_name = "kill";
+    fc->add_option("--signal", signal_name,
+                   "kill: SIGKILL, a crash (the kernel closes its sockets at once); stop: "
+                   "SIGSTOP, a hung node or a partition (only missing heartbeats tell), killed "
+                   "after the measurement")
+        ->check(CLI::IsMember({"kill", "stop"}))
+        ->capture_default_str();
     fc->add_option("--probe-ms", fo.probe_ms, "pause between probes of one member")
         ->capture_default_str();
     fc->add_option("--settle-ms", fo.settle_ms, "pause after the cluster is whole again")
@@ -276,7 +283,14 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     wc->add_option("--key-bytes", load.key_bytes, "key length")->capture_default_str();
 
-    std::string leader_addr_out;
+    double checkpoint_timeout = 600;
+    auto* cc = app.add_subcommand(
+        "checkpoint",
+        "Tarantool: write a snapshot (box.snapshot()), so that a restart reads it instead of "
+        "replaying the write-ahead log; dueq has nothing to force (it says so and fails)");
+    add_target(cc, common, addrs);
+    cc->add_option("--timeout", checkpoint_timeout, "seconds")->capture_default_str();
+
     auto* lc = app.add_subcommand("leader", "print the address of the member that leads");
     add_target(lc, common, addrs);
 
@@ -332,6 +346,7 @@ int main(int argc, char** argv) {
             fo.backend = kind;
             fo.addrs = addrs;
             fo.progress = !common.quiet;
+            fo.stop_instead = signal_name == "stop";
             auto r = run_failover(fo);
             auto j = r.to_json(fo);
             char line[200];
@@ -389,6 +404,20 @@ int main(int argc, char** argv) {
                 return 1;
             }
             emit(common, "wait", nlohmann::json::array({{{"waited_ms", ms}}}),
+                 std::to_string(ms) + "\n");
+            return 0;
+        }
+        if (cc->parsed()) {
+            std::string error;
+            const auto t0 = std::chrono::steady_clock::now();
+            if (!checkpoint(kind, addrs.at(0), checkpoint_timeout, &error)) {
+                std::fprintf(stderr, "dueq-bench checkpoint: %s\n", error.c_str());
+                return 1;
+            }
+            const double ms =
+                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                    .count();
+            emit(common, "checkpoint", nlohmann::json::array({{{"ms", ms}}}),
                  std::to_string(ms) + "\n");
             return 0;
         }

@@ -14,7 +14,7 @@ namespace {
 
 // Sends one request on a fresh connection and runs until its reply (or 5 s).
 template <class Send>
-bool one_shot(BackendKind kind, const std::string& address, Send send) {
+bool one_shot(BackendKind kind, const std::string& address, Send send, double timeout_s = 5) {
     asio::io_context io;
     std::shared_ptr<Connection> c;
     try {
@@ -27,7 +27,8 @@ bool one_shot(BackendKind kind, const std::string& address, Send send) {
         ok = success;
         done = true;
     });
-    const auto deadline = Clock::now() + std::chrono::seconds(5);
+    const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                             std::chrono::duration<double>(timeout_s));
     while (!done && Clock::now() < deadline)
         io.run_one_for(std::chrono::milliseconds(20));
     c->close();
@@ -62,6 +63,20 @@ std::optional<std::int64_t> store_bytes(BackendKind kind, const std::string& add
         });
     });
     return out;
+}
+
+bool checkpoint(BackendKind kind, const std::string& address, double timeout_s,
+                std::string* error) {
+    *error = "no answer";
+    return one_shot(
+        kind, address,
+        [&](Connection& c, auto done) {
+            c.checkpoint([error, done](Reply r) {
+                *error = r.error;
+                done(r.ok);
+            });
+        },
+        timeout_s);
 }
 
 }  // namespace dueq::bench

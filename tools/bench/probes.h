@@ -18,4 +18,8 @@ double wait_ready(BackendKind kind, const std::string& address, const std::strin
 // The store's bytes (data and indexes) where the backend reports them; nullopt otherwise.
 std::optional<std::int64_t> store_bytes(BackendKind kind, const std::string& address);
 
+// Asks the server to write a checkpoint (Tarantool: box.snapshot()), waiting up to
+// timeout_s. Returns false with `error` set when it cannot.
+bool checkpoint(BackendKind kind, const std::string& address, double timeout_s, std::string* error);
+
 }  // namespace dueq::bench

@@ -165,6 +165,9 @@ class TarantoolConnection final : public Stream, public Connection {
             pk.pack_int64(time);
         });
     }
+    void checkpoint(OnReply done) override {
+        call("dueq_checkpoint", simple(std::move(done)), [](Packer& pk) { pk.pack_array(0); });
+    }
     void is_leader(std::function<void(Reply, bool)> done) override {
         call(
             "dueq_ping",

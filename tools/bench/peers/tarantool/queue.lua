@@ -151,6 +151,11 @@ function dueq_store_bytes()
     return box.slab.info().items_used + box.info.memory().index
 end
 
+function dueq_checkpoint()
+    box.snapshot()
+    return true
+end
+
 -- Leases that ran out make their task ready again (10 times a second).
 fiber.create(function()
     fiber.name('lease-expiry')

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Starts dueqd for dueq-bench: one node, or a 3-node cluster on loopback with the same
+# Raft timings as the etcd peer (heartbeat 100 ms, election timeout 1000 ms) and fsync
+# always. Each command prints the PID(s) once the node(s) listen; stop them with kill.
+#
+#   tools/bench/dueq.sh node DIR PORT [FSYNC]   one node (FSYNC: always | never)
+#   tools/bench/dueq.sh cluster DIR             members 1-3, prints their PIDs
+#   tools/bench/dueq.sh member DIR I            (re)starts member I of that cluster
+#
+# Member I serves clients on 127.0.0.1:$((DUEQ_CLIENT_BASE + I - 1)) (default 7771) and
+# peers on 127.0.0.1:$((DUEQ_PEER_BASE + I - 1)) (default 7871). DUEQD names the binary
+# (default: $BUILD_DIR/src/node/dueqd, BUILD_DIR defaulting to build).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+dueqd=${DUEQD:-$root/${BUILD_DIR:-build}/src/node/dueqd}
+cmd=${1:?usage: dueq.sh node DIR PORT [FSYNC] | cluster DIR | member DIR I}
+dir=${2:?data directory}
+cbase=${DUEQ_CLIENT_BASE:-7771}
+pbase=${DUEQ_PEER_BASE:-7871}
+mkdir -p "$dir"
+dir=$(cd "$dir" && pwd)
+
+launch() {  # launch NAME CONFIG: starts dueqd, prints its PID once it listens
+  local name=$1 config=$2
+  : >"$dir/$name.out"
+  "$dueqd" --config "$config" >>"$dir/$name.out" 2>>"$dir/$name.log" </dev/null &
+  local pid=$!
+  for _ in $(seq 1 120000); do
+    if grep -q "listening on port" "$dir/$name.out" 2>/dev/null; then
+      echo "$pid"
+      return 0
+    fi
+    kill -0 "$pid" 2>/dev/null || { echo "dueqd $name exited; its log:" >&2; tail -20 "$dir/$name.log" >&2; return 1; }
+    sleep 0.005
+  done
+  echo "dueqd $name did not listen within 600 s" >&2
+  kill "$pid"
+  return 1
+}
+
+common_sections() {  # fsync
+  cat <<TOML
+[storage]
+fsync = "$1"
+
+[log]
+level = "warn"
+TOML
+}
+
+member_config() {  # I
+  local i=$1
+  cat <<TOML
+[node]
+id = "n$i"
+client_listen = "127.0.0.1:$((cbase + i - 1))"
+data_dir = "$dir/n$i"
+
+[cluster]
+id = "dueq-bench"
+members = [
+  { id = "n1", peer = "127.0.0.1:$pbase", client = "127.0.0.1:$cbase" },
+  { id = "n2", peer = "127.0.0.1:$((pbase + 1))", client = "127.0.0.1:$((cbase + 1))" },
+  { id = "n3", peer = "127.0.0.1:$((pbase + 2))", client = "127.0.0.1:$((cbase + 2))" },
+]
+
+[raft]
+heartbeat_ms = 100
+election_timeout_ms = 1000
+
+TOML
+  common_sections always
+}
+
+case $cmd in
+  node)
+    port=${3:?port}
+    {
+      printf '[node]\nid = "n1"\nclient_listen = "127.0.0.1:%s"\ndata_dir = "%s/data"\n\n' "$port" "$dir"
+      common_sections "${4:-always}"
+    } >"$dir/node.toml"
+    launch node "$dir/node.toml"
+    ;;
+  cluster)
+    pids=()
+    for i in 1 2 3; do
+      member_config "$i" >"$dir/n$i.toml"
+      pids+=("$(launch "n$i" "$dir/n$i.toml")")
+    done
+    echo "${pids[*]}"
+    ;;
+  member)
+    i=${3:?member number}
+    launch "n$i" "$dir/n$i.toml"
+    ;;
+  *)
+    echo "unknown command $cmd" >&2
+    exit 2
+    ;;
+esac
