@@ -61,6 +61,11 @@ void SnapshotTransfer::pump(const Send& send, const QueuedBytes& queued) {
             if (o.next_seq == 0) {
                 chunk = header(o.message.term, o.checkpoint->meta(), 0, false);
                 chunk += o.reader->store_meta();
+                if (!o.reader->status().ok) {
+                    spdlog::error("snapshot to peer {}: {}", peer, o.reader->status().message);
+                    failed = true;
+                    break;
+                }
             } else {
                 chunk = header(o.message.term, o.checkpoint->meta(), o.next_seq, false);
                 more = o.reader->next(chunk, kChunkBytes);

@@ -1,5 +1,7 @@
 #include "storage/database.h"
 
+#include <algorithm>
+
 #include <rocksdb/db.h>
 #include <rocksdb/options.h>
 #include <rocksdb/write_batch.h>
@@ -291,23 +293,25 @@ Checkpoint::Reader::~Reader() = default;
 
 bool Checkpoint::Reader::next(std::string& out, std::size_t max_bytes) {
     const std::size_t start = out.size();
+    max_bytes = std::max<std::size_t>(max_bytes, 1);
     for (; it_->Valid() && out.size() - start < max_bytes; it_->Next())
         append_pair(out, it_->key().ToStringView(), it_->value().ToStringView());
     return it_->Valid();
 }
 
-std::string Checkpoint::Reader::store_meta() const {
+std::string Checkpoint::Reader::store_meta() {
     rocksdb::ReadOptions ro;
     ro.snapshot = cp_->snap_;
     std::string value;
     auto s = cp_->db_->db_->Get(ro, cp_->db_->handles_[kMeta], slice(kStoreMetaKey), &value);
-    if (!s.ok()) return seal_store_meta(std::string_view());
+    if (s.IsNotFound()) return seal_store_meta(std::string_view());
+    if (!s.ok()) meta_status_ = Status::error("reading a checkpoint's meta/store: " + s.ToString());
     return value;
 }
 
 Status Checkpoint::Reader::status() const {
     if (!it_->status().ok()) return Status::error("reading a checkpoint: " + it_->status().ToString());
-    return Status{};
+    return meta_status_;
 }
 
 void append_pair(std::string& out, std::string_view key, std::string_view value) {

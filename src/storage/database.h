@@ -88,7 +88,7 @@ struct Loaded {
 class Database;
 
 // A consistent view of the applied state at one index. Releasing the last reference
-// releases the RocksDB snapshot.
+// releases the RocksDB snapshot. The Database must outlive every Checkpoint and Reader.
 class Checkpoint {
   public:
     ~Checkpoint();
@@ -102,13 +102,15 @@ class Checkpoint {
         explicit Reader(std::shared_ptr<const Checkpoint> cp);
         ~Reader();
         bool next(std::string& out, std::size_t max_bytes);
-        // The store-wide record (meta/store) of the view, sealed.
-        std::string store_meta() const;
+        // The store-wide record (meta/store) of the view, sealed (an empty one if the view
+        // has none). A read error shows in status().
+        std::string store_meta();
         Status status() const;
 
       private:
         std::shared_ptr<const Checkpoint> cp_;
         std::unique_ptr<rocksdb::Iterator> it_;
+        Status meta_status_;
     };
 
   private:
