@@ -38,8 +38,14 @@ const char* kIntro =
     "\n"
     "Scenarios print a table on stdout (--json: one JSON object) and a progress line on\n"
     "stderr once a second. With several --addr (a cluster), the load goes to the leader.\n"
-    "tools/bench/run-all.sh runs the whole comparison and writes docs/benchmarks.md;\n"
-    "tools/bench/compare-tarantool.sh and tools/bench/drill.sh run one part each.";
+    "\n"
+    "The whole comparison, servers started and stopped for you, page rendered:\n"
+    "  tools/bench/run-all.sh                       everything -> docs/benchmarks.md\n"
+    "  PARTS=single tools/bench/run-all.sh          dueq beside Tarantool, one node\n"
+    "  PARTS=cluster tools/bench/run-all.sh         3-node dueq beside 3-member etcd\n"
+    "  PARTS=drill tools/bench/run-all.sh           the refresh drill on dueq and Tarantool\n"
+    "  SCALE=small PAGE=- tools/bench/run-all.sh    all of it at small scale, page on stdout\n"
+    "Against a server you started: dueq-bench drill --addr HOST:PORT";
 
 struct Common {
     std::string backend = "dueq";
@@ -195,7 +201,8 @@ int main(int argc, char** argv) {
         "drain, with the deadline-aware order (lead_ms = --lead-ms) and with plain "
         "earliest-first order (lead_ms = 0, each task due lead_ms before its token "
         "expires). The refresh capacity (refreshers / service time) must exceed the "
-        "arrival rate (tokens / hour) for the backlog to drain");
+        "arrival rate (tokens / hour) for the backlog to drain: for 10M tokens give "
+        "--hour-ms 3600000");
     add_target(dc, common, addrs);
     dc->add_option("--tokens,-n", drill.tokens, "tokens preloaded")
         ->check(CLI::Range(1ull, 1'000'000'000ull))

@@ -10,7 +10,8 @@
 #                                          single cluster drill memory raft (default: all)
 #
 # Environment: BUILD_DIR (build), OUT (results directory, default a new /tmp dir),
-# PAGE (default docs/benchmarks.md; "-" prints it). Data directories live under OUT.
+# PAGE (where the page goes: docs/benchmarks.md after a full run of every part, else
+# "-", stdout). Data directories live under OUT.
 # Every server it starts listens on 127.0.0.1 and is stopped by its PID on exit.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -19,7 +20,10 @@ export BUILD_DIR=${BUILD_DIR:-build}
 scale=${SCALE:-full}
 parts=${PARTS:-single cluster drill memory raft}
 out=${OUT:-$(mktemp -d /tmp/dueq-bench.XXXXXX)}
-page=${PAGE:-docs/benchmarks.md}
+# Only a full run of every part replaces the page; anything less prints it.
+default_page=-
+[ -z "${PARTS:-}" ] && [ "$scale" = full ] && default_page=docs/benchmarks.md
+page=${PAGE:-$default_page}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 bench=$BUILD_DIR/tools/bench/dueq-bench
