@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Starts dueqd for dueq-bench: one node, or a 3-node cluster on loopback with the same
 # Raft timings as the etcd peer (heartbeat 100 ms, election timeout 1000 ms) and fsync
-# always. Each command prints the PID(s) once the node(s) listen; stop them with kill.
+# always. Each command prints the PID(s) once the node(s) listen, and writes each to
+# DIR/<name>.pid (node.pid, n1.pid, ...); stop them with kill.
 #
 #   tools/bench/dueq.sh node DIR PORT [FSYNC]   one node (FSYNC: always | never)
 #   tools/bench/dueq.sh cluster DIR             members 1-3, prints their PIDs
@@ -27,6 +28,7 @@ launch() {  # launch NAME CONFIG: starts dueqd, prints its PID once it listens
   local pid=$!
   for _ in $(seq 1 120000); do
     if grep -q "listening on port" "$dir/$name.out" 2>/dev/null; then
+      echo "$pid" >"$dir/$name.pid"
       echo "$pid"
       return 0
     fi

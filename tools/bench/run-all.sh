@@ -149,8 +149,7 @@ cluster() {
       run "cluster-$system-put-c$conns-d$depth" put -b "$system" -a "$addrs" -c "$conns" \
         -d "$depth" --warmup "$warmup" -s "$secs" --keys "$keys" --queue "q-put-$conns-$depth"
     done
-    # The failover runs restart members; it prints nothing about their PIDs, so ask the
-    # kernel which processes serve the members afterwards (by their data directories).
+    # The failover restarts members; the start scripts leave their new PIDs in DIR/nI.pid.
     local csv
     csv=$(IFS=,; echo "${members[*]}")
     for sig in kill stop; do
@@ -164,16 +163,8 @@ cluster() {
   done
 }
 member_pids() {  # the current PIDs of a cluster's members, comma-separated, in order
-  local system=$1 dir=$2 i p list=()
-  for i in 1 2 3; do
-    if [ "$system" = dueq ]; then
-      p=$(pgrep -f -- "--config $dir/n$i.toml" | head -1)
-    else
-      p=$(pgrep -f -- "--data-dir $dir/n$i " | head -1)
-    fi
-    list+=("$p")
-  done
-  (IFS=,; echo "${list[*]}")
+  local dir=$2
+  echo "$(cat "$dir/n1.pid"),$(cat "$dir/n2.pid"),$(cat "$dir/n3.pid")"
 }
 
 # --- the Raft core alone, in the simulator (no network, no disk) --------------------------

@@ -8,7 +8,7 @@
 #
 # Member I listens for clients on 127.0.0.1:$((ETCD_CLIENT_BASE + I - 1)) (default base
 # 2479) and for peers on 127.0.0.1:$((ETCD_PEER_BASE + I - 1)) (default 2579). Data and
-# logs go to DIR/nI. Stop the members with kill PID.
+# logs go to DIR/nI, the PID to DIR/nI.pid. Stop the members with kill PID.
 set -euo pipefail
 cmd=${1:?usage: etcd-cluster.sh start DIR | member DIR I}
 dir=${2:?usage: etcd-cluster.sh start DIR | member DIR I}
@@ -32,6 +32,7 @@ start_member() {  # prints the PID once the client port accepts connections
   local pid=$!
   for _ in $(seq 1 3000); do
     if (exec 3<>"/dev/tcp/127.0.0.1/$c") 2>/dev/null; then
+      echo "$pid" >"$dir/n$i.pid"
       echo "$pid"
       return 0
     fi
