@@ -256,6 +256,8 @@ for part in $parts; do
   esac
 done
 
+# The servers' data directories are large after a full run; KEEP_DATA=1 keeps them.
+[ -n "${KEEP_DATA:-}" ] || find "$out" -mindepth 1 -maxdepth 1 -type d -exec rm -rf {} +
 log "results in $out"
 if [ "$page" = - ]; then
   "$bench" report "$out"
