@@ -179,7 +179,10 @@ void Node::process_ready() {
         if (!w.entries.empty()) inflight_ticket_ = writer_->submit(std::move(w));
         return;
     }
-    if (rd.entries.empty() && !rd.hard_state) {
+    if (rd.entries.empty() && !w.sync) {
+        // Nothing here needs to be durable before it takes effect (at most the commit
+        // index moved): write it behind, and go on without waiting for the disk.
+        if (rd.hard_state) writer_->submit(std::move(w));
         inflight_ticket_ = 0;
         return finish_ready();
     }
