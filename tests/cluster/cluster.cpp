@@ -1,6 +1,7 @@
 #include "cluster/cluster.h"
 
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 // For Catch's listener interface (the failure watcher below).
@@ -227,6 +228,18 @@ void Cluster::terminate(int i) {
     if (!n.process) return;
     n.process->terminate();
     n.process.reset();
+}
+
+void Cluster::pause(int i) {
+    const auto& n = nodes_.at(std::size_t(i));
+    REQUIRE(n.process);
+    ::kill(n.process->pid(), SIGSTOP);
+}
+
+void Cluster::resume(int i) {
+    const auto& n = nodes_.at(std::size_t(i));
+    REQUIRE(n.process);
+    ::kill(n.process->pid(), SIGCONT);
 }
 
 bool Cluster::running(int i) const {

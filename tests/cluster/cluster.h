@@ -84,6 +84,8 @@ class Cluster {
     void start_all();
     void kill9(int i);      // SIGKILL, then reap
     void terminate(int i);  // SIGTERM, then reap
+    void pause(int i);      // SIGSTOP: the process freezes, its sockets stay open
+    void resume(int i);     // SIGCONT
     bool running(int i) const;
     std::vector<int> running_nodes() const;
 

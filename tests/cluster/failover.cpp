@@ -17,17 +17,30 @@ long ms_since(Clock::time_point t0) {
     return long(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count());
 }
 
-// Kills the leader and waits for a node to lead a newer term and answer a put there
-// (recorded in `history` like the load's puts).
-FailoverRound kill_leader(Cluster& cluster, int leader, int round, const LoadOptions& load,
-                          const FailoverPlan& plan, History& history) {
+// Kills the leader (after freezing its followers for plan.freeze if `freeze`) and waits
+// for a node to lead a newer term and answer a put there (recorded in `history` like
+// the load's puts).
+FailoverRound kill_leader(Cluster& cluster, int leader, int round, bool freeze,
+                          const LoadOptions& load, const FailoverPlan& plan, History& history) {
     FailoverRound r;
+    r.froze_followers = freeze;
     r.killed = cluster.node_id(leader);
     const auto before = cluster.status(leader);
     r.old_term = before ? before->term : 0;
-    const auto acknowledged = history.puts();
-    const auto t0 = Clock::now();
+    std::vector<int> followers;
+    for (int i : cluster.running_nodes())
+        if (i != leader) followers.push_back(i);
+    if (freeze) {
+        for (int f : followers)
+            cluster.pause(f);
+        std::this_thread::sleep_for(plan.freeze);
+    }
     cluster.kill9(leader);
+    const auto acknowledged = history.puts();
+    if (freeze)
+        for (int f : followers)
+            cluster.resume(f);
+    const auto t0 = Clock::now();
     for (int probe = 0; probe < 10'000 && Clock::now() < t0 + plan.give_up; ++probe) {
         for (int i : cluster.running_nodes()) {
             const auto s = cluster.status(i, 300ms);
@@ -72,8 +85,9 @@ std::string FailoverReport::summary() const {
     s << "acknowledged: " << puts_ok << " puts, " << takes << " takes, " << acks_ok << " acks\n";
     for (std::size_t k = 0; k < rounds.size(); ++k) {
         const auto& r = rounds[k];
-        s << "kill " << k + 1 << ": leader " << r.killed << " (term " << r.old_term << ") after "
-          << r.ok_ops_before << " ok ops; ";
+        s << "kill " << k + 1 << (r.froze_followers ? " (followers frozen first)" : "")
+          << ": leader " << r.killed << " (term " << r.old_term << ") after " << r.ok_ops_before
+          << " ok ops; ";
         if (r.new_leader.empty()) {
             s << "no new leader served (elected_ms " << r.elected_ms << ")\n";
         } else {
@@ -109,7 +123,8 @@ FailoverReport run_failover(Cluster& cluster, const LoadOptions& load, const Fai
         }
         const std::size_t ok_before = running.ok_ops();
         const int killed = leader;
-        auto r = kill_leader(cluster, leader, round, load, plan, history);
+        const bool freeze = round >= plan.kills - plan.frozen_kills;
+        auto r = kill_leader(cluster, leader, round, freeze, load, plan, history);
         r.ok_ops_before = ok_before;
         report.rounds.push_back(r);
         cluster.start(killed);

@@ -15,11 +15,14 @@
 namespace dueq::test {
 
 struct FailoverRound {
-    std::string killed;  // the leader's node id
+    bool froze_followers = false;  // SIGSTOPped the followers before the kill
+    std::string killed;            // the leader's node id
     std::uint64_t old_term = 0;
     std::string new_leader;  // "" if none answered a put in time
     std::uint64_t new_term = 0;
-    long elected_ms = -1;           // from the kill until a live node said it leads a newer term
+    // From the kill (or, when the followers were frozen, from their SIGCONT) until a
+    // live node said it leads a newer term.
+    long elected_ms = -1;
     long served_ms = -1;            // ... until that node answered a put
     std::size_t ok_ops_before = 0;  // load ops answered ok up to the kill
     // The puts acknowledged before the kill, read from the new leader at once (the
@@ -40,6 +43,12 @@ struct FailoverReport {
 
 struct FailoverPlan {
     int kills = 3;
+    // The last `frozen_kills` of the kills first freeze both followers (SIGSTOP) for
+    // `freeze`, shorter than an election timeout so the leader keeps its role, then
+    // SIGKILL the leader and thaw the followers. A leader may answer nothing while its
+    // followers are frozen: nothing it proposes then can commit, and it all dies with it.
+    int frozen_kills = 0;
+    std::chrono::milliseconds freeze = 300ms;
     std::chrono::milliseconds load_before_kill = 1500ms;
     // How long to wait for a new leader to answer a put before giving the round up.
     std::chrono::milliseconds give_up = 10s;

@@ -1,5 +1,6 @@
-// kill -9 of the leader under a steady put + take + ack load, three times, restarting the
-// killed node each time: a new leader serves within three election timeouts, every
+// kill -9 of the leader under a steady put + take + ack load, four times, restarting the
+// killed node each time (the fourth time its followers are frozen first, so whatever it
+// proposed then dies with it): a new leader serves within three election timeouts, every
 // acknowledged put and ack is on every node afterwards, and no task was held under two
 // live leases (G1, G3).
 #include <catch2/catch.hpp>
@@ -15,10 +16,13 @@ TEST_CASE(
     Cluster cluster("failover", options);
     LoadOptions load;
     load.tag = "failover";
-    const auto report = run_failover(cluster, load, FailoverPlan{});
+    FailoverPlan plan;
+    plan.kills = 4;
+    plan.frozen_kills = 1;
+    const auto report = run_failover(cluster, load, plan);
     INFO(report.summary());
 
-    REQUIRE(report.rounds.size() == 3);
+    REQUIRE(report.rounds.size() == 4);
     const long bound_ms = 3L * options.election_timeout_ms;
     for (const auto& r : report.rounds) {
         INFO("killed " << r.killed);
