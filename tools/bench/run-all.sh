@@ -149,6 +149,14 @@ cluster() {
       run "cluster-$system-put-c$conns-d$depth" put -b "$system" -a "$addrs" -c "$conns" \
         -d "$depth" --warmup "$warmup" -s "$secs" --keys "$keys" --queue "q-put-$conns-$depth"
     done
+    # The product's main loop on the cluster (issue 4 compares it with one node).
+    if [ $system = dueq ]; then
+      for spec in "64 1" "16 8"; do
+        read -r conns depth <<<"$spec"
+        run "cluster-dueq-refresh-c$conns-d$depth" refresh -b dueq -a "$addrs" -c "$conns" \
+          -d "$depth" --warmup "$warmup" -s "$secs" --keys "$keys" --queue "q-ref-$conns-$depth"
+      done
+    fi
     # The failover restarts members; the start scripts leave their new PIDs in DIR/nI.pid.
     local csv
     csv=$(IFS=,; echo "${members[*]}")
