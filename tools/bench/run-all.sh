@@ -32,7 +32,7 @@ peers=tools/bench/peers
 
 case $scale in
   full)
-    secs=20 warmup=3 keys=100000 mem_sizes="1000000 10000000" drill_n=1000000
+    secs=20 warmup=3 keys=100000 mem_sizes=${MEM_SIZES:-"1000000 10000000"} drill_n=1000000
     drill_hour=600000 drill_window=60 kills=10 ;;
   small)
     secs=3 warmup=1 keys=20000 mem_sizes="100000 200000" drill_n=100000
@@ -235,6 +235,9 @@ memory() {
     dp=$(restart_time sigterm dueq 127.0.0.1:7791 tools/bench/dueq.sh node "$out/mem-dueq" 7791 never)
     pids+=("$dp")
     kill -9 "$dp"
+    # A killed process keeps its files (and RocksDB's LOCK) until its memory is torn
+    # down, which takes a while at 10M tasks: wait until it is gone.
+    for _ in $(seq 1 6000); do kill -0 "$dp" 2>/dev/null || break; sleep 0.01; done
     dp=$(restart_time sigkill dueq 127.0.0.1:7791 tools/bench/dueq.sh node "$out/mem-dueq" 7791 never)
     pids+=("$dp")
     stop "$dp"
