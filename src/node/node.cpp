@@ -222,12 +222,9 @@ void Node::handle_hello(const std::shared_ptr<net::Connection>& conn, const net:
 
 void Node::handle_read(const std::shared_ptr<net::Connection>& conn, const net::Request& req) {
     const std::int64_t now = store_now();
-    if (req.op != Op::status && req.consistency_leader && !is_leader()) {
-        const std::string leader = leader_client_address();
-        return conn->send(net::error_frame(
-            req.id, Code::not_leader, "consistency \"leader\" reads are served by the leader",
-            leader.empty() ? std::nullopt : std::optional<std::string>(leader)));
-    }
+    if (req.op != Op::status && req.consistency_leader && !is_leader())
+        return answer_error(Reply{conn, req.id, req.op, std::nullopt}, Code::not_leader,
+                            "consistency \"leader\" reads are served by the leader");
     switch (req.op) {
         case Op::get: {
             auto task = store_->get(req.queue, *req.key);

@@ -25,6 +25,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -129,7 +130,10 @@ class Node {
     void on_peer_frame(std::uint64_t from, std::string_view payload);
     void on_peer_change(std::uint64_t peer, bool connected);
     void apply_entry(const raft::Entry& e);
-    void persist_applied();
+    // Queues the applied state (changed tasks, applied index); trim: log entries to drop.
+    void persist_applied(const raft::SnapshotMeta& trim = {});
+    void request_checkpoint(const raft::SnapshotMeta& meta,
+                            std::function<void(std::shared_ptr<const storage::Checkpoint>)> done);
     void take_checkpoint();
     void install_snapshot(const raft::Snapshot& snap);
     void fail_stop(const std::string& message);

@@ -102,13 +102,9 @@ std::string Node::leader_client_address() const {
 
 void Node::propose(queue::Command cmd, Reply reply) {
     if (!is_leader()) {
-        const std::string leader = leader_client_address();
-        if (auto c = reply.conn.lock(); c && c->open())
-            c->send(net::error_frame(reply.id, Code::not_leader,
-                                     leader.empty() ? "no leader is known yet; retry shortly"
-                                                    : "this node is a follower",
-                                     leader.empty() ? std::nullopt
-                                                    : std::optional<std::string>(leader)));
+        answer_error(reply, Code::not_leader,
+                     leader_client_address().empty() ? "no leader is known yet; retry shortly"
+                                                     : "this node is a follower");
         return;
     }
     auto index = raft_->propose(queue::encode_command(cmd), raft::Millis(now_ms()));
@@ -319,50 +315,52 @@ void Node::apply_entry(const raft::Entry& e) {
     on_applied(*cmd, result, mine->reply);
 }
 
-void Node::persist_applied() {
+void Node::persist_applied(const raft::SnapshotMeta& trim) {
     storage::AppliedState state;
     state.applied_index = applied_.index;
     state.applied_time = std::int64_t(applied_.time);
+    state.trim = trim;
     store_->drain_changes(
         [&](std::string_view q, std::string_view k, const std::optional<std::string>& encoded) {
             state.changes.push_back(storage::TaskChange{std::string(q), std::string(k), encoded});
         });
-    if (state.changes.empty() && applied_.index == persisted_index_) return;
+    if (state.changes.empty() && applied_.index == persisted_index_ && trim.index == 0) return;
     persisted_index_ = applied_.index;
     state.store_meta = store_->encode_meta();
     writer_->submit(std::move(state));
 }
 
-void Node::take_checkpoint() {
-    if (checkpoint_pending_) return;
+void Node::request_checkpoint(const raft::SnapshotMeta& meta,
+                              std::function<void(std::shared_ptr<const storage::Checkpoint>)> done) {
     checkpoint_pending_ = true;
-    const raft::SnapshotMeta meta = applied_;
     writer_->submit(storage::CheckpointRequest{
-        meta, [this](std::shared_ptr<const storage::Checkpoint> cp) {
-            asio::post(io_, [this, cp = std::move(cp)]() mutable {
+        meta, [this, done = std::move(done)](std::shared_ptr<const storage::Checkpoint> cp) {
+            asio::post(io_, [this, done, cp = std::move(cp)]() mutable {
                 checkpoint_pending_ = false;
-                if (stopped_ || cp->meta().index <= log_.snapshot().meta.index) return;
-                const raft::SnapshotMeta m = cp->meta();
-                if (!log_.create_snapshot(m.index, {}).is_ok()) return;
-                checkpoint_ = std::move(cp);
-                // Keep log_keep entries behind the snapshot for followers slightly behind.
-                if (m.index > config_.log_keep + log_.first_index()) {
-                    const raft::Index trim = m.index - config_.log_keep;
-                    auto term = log_.term(trim);
-                    auto entries = log_.entries(trim, trim + 1, 0);
-                    if (term && entries && !entries.value().empty()) {
-                        log_.compact(trim);
-                        storage::AppliedState state;
-                        state.applied_index = applied_.index;
-                        state.applied_time = std::int64_t(applied_.time);
-                        state.store_meta = store_->encode_meta();
-                        state.trim = {trim, term.value(), entries.value().front().time};
-                        writer_->submit(std::move(state));
-                    }
-                }
-                spdlog::debug("snapshot at index {}; log from {}", m.index, log_.first_index());
+                if (!stopped_) done(std::move(cp));
             });
         }});
+}
+
+void Node::take_checkpoint() {
+    if (checkpoint_pending_) return;
+    request_checkpoint(applied_, [this](std::shared_ptr<const storage::Checkpoint> cp) {
+        const raft::SnapshotMeta m = cp->meta();
+        if (m.index <= log_.snapshot().meta.index || !log_.create_snapshot(m.index, {}).is_ok())
+            return;
+        checkpoint_ = std::move(cp);
+        // Keep log_keep entries behind the snapshot for followers slightly behind.
+        if (m.index > config_.log_keep + log_.first_index()) {
+            const raft::Index trim = m.index - config_.log_keep;
+            auto entries = log_.entries(trim, trim + 1, 0);
+            if (entries && !entries.value().empty()) {
+                const raft::Entry& e = entries.value().front();
+                log_.compact(trim);
+                persist_applied({trim, e.term, e.time});
+            }
+        }
+        spdlog::debug("snapshot at index {}; log from {}", m.index, log_.first_index());
+    });
 }
 
 void Node::install_snapshot(const raft::Snapshot& snap) {
@@ -386,14 +384,9 @@ void Node::install_snapshot(const raft::Snapshot& snap) {
     applied_ = snap.meta;
     persisted_index_ = snap.meta.index;
     inflight_->hard_state.reset();
-    checkpoint_pending_ = true;
-    writer_->submit(storage::CheckpointRequest{
-        snap.meta, [this](std::shared_ptr<const storage::Checkpoint> cp) {
-            asio::post(io_, [this, cp = std::move(cp)]() mutable {
-                checkpoint_pending_ = false;
-                if (!stopped_ && cp->meta() == log_.snapshot().meta) checkpoint_ = std::move(cp);
-            });
-        }});
+    request_checkpoint(snap.meta, [this](std::shared_ptr<const storage::Checkpoint> cp) {
+        if (cp->meta() == log_.snapshot().meta) checkpoint_ = std::move(cp);
+    });
     for (auto& [index, p] : proposals_)
         answer_error(p.reply, Code::not_leader, "leadership changed; outcome unknown");
     proposals_.clear();
