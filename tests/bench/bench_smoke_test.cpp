@@ -16,20 +16,8 @@ using nlohmann::json;
 
 namespace {
 
-struct Run {
-    int status = -1;
-    std::string out;
-};
-
-Run run(const std::string& args) {
-    Run r;
-    FILE* p = popen((std::string(DUEQ_BENCH_BINARY) + " " + args + " 2>/dev/null").c_str(), "r");
-    REQUIRE(p);
-    std::array<char, 4096> buf{};
-    while (std::size_t n = fread(buf.data(), 1, buf.size(), p))
-        r.out.append(buf.data(), n);
-    r.status = pclose(p);
-    return r;
+CommandRun run(const std::string& args) {
+    return run_command(std::string(DUEQ_BENCH_BINARY) + " " + args);
 }
 
 json run_json(const std::string& args) {

@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 
 extern char** environ;
@@ -74,6 +75,17 @@ void DueqdProcess::terminate() {
 
 DueqdProcess::~DueqdProcess() {
     kill9();
+}
+
+CommandRun run_command(const std::string& cmd) {
+    CommandRun r;
+    FILE* p = popen((cmd + " 2>/dev/null").c_str(), "r");
+    if (!p) return r;
+    char buf[4096];
+    while (std::size_t n = fread(buf, 1, sizeof buf, p))
+        r.out.append(buf, n);
+    r.status = pclose(p);
+    return r;
 }
 
 }  // namespace dueq::test

@@ -28,4 +28,12 @@ class DueqdProcess {
     std::uint16_t port_ = 0;
 };
 
+// A shell command run to its end: its exit status (as pclose gives it; -1 if it could
+// not start) and its standard output (standard error is dropped).
+struct CommandRun {
+    int status = -1;
+    std::string out;
+};
+CommandRun run_command(const std::string& cmd);
+
 }  // namespace dueq::test

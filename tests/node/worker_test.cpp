@@ -15,20 +15,8 @@ using namespace dueq::test;
 
 namespace {
 
-struct Run {
-    int status;
-    std::string out;
-};
-
-Run run(const std::string& cmd) {
-    Run r{};
-    FILE* p = popen((cmd + " 2>/dev/null").c_str(), "r");
-    REQUIRE(p);
-    std::array<char, 4096> buf{};
-    while (std::size_t n = fread(buf.data(), 1, buf.size(), p))
-        r.out.append(buf.data(), n);
-    r.status = pclose(p);
-    return r;
+CommandRun run(const std::string& cmd) {
+    return run_command(cmd);
 }
 
 }  // namespace
