@@ -2,6 +2,8 @@
 
 #include <toml++/toml.h>
 
+#include "net/server.h"
+
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -128,6 +130,27 @@ void parse_cluster(const toml::table& t, Config& c, const std::string& source) {
         fail(source, "[node] id '" + c.node_id + "' is not one of [cluster] members");
 }
 
+void parse_dial(const toml::table& node, Config& c, const std::string& source) {
+    auto d = node.get("dial");
+    if (!d) return;
+    if (!d->is_table()) fail(source, "[node] dial must be a table of member id = \"ip:port\"");
+    for (const auto& [id, v] : *d->as_table()) {
+        const std::string member(id.str());
+        const auto raft_id = raft_id_of(c, member);
+        if (raft_id == 0)
+            fail(source, "[node] dial: '" + member + "' is not one of [cluster] members");
+        if (member == c.node_id) fail(source, "[node] dial: a node does not dial itself");
+        if (!v.is_string()) fail(source, "[node] dial." + member + " must be a string \"ip:port\"");
+        std::string address(*v.value<std::string>());
+        try {
+            net::parse_endpoint(address);
+        } catch (const std::exception& e) {
+            fail(source, "[node] dial." + member + ": " + e.what());
+        }
+        c.dial[member] = std::move(address);
+    }
+}
+
 void parse_raft(const toml::table& t, RaftTimings& r, const std::string& source) {
     check_keys(t, "raft", {"tick_ms", "heartbeat_ms", "election_timeout_ms", "snapshot_entries"},
                source);
@@ -204,7 +227,8 @@ Config parse_config(const std::string& text, const std::string& source) {
 
     const auto& node = section("node");
     check_keys(node, "node",
-               {"id", "client_listen", "client_advertise", "peer_listen", "data_dir", "auth_token"},
+               {"id", "client_listen", "client_advertise", "peer_listen", "data_dir", "auth_token",
+                "dial"},
                source);
     c.node_id = get_str(node, "id", c.node_id, "node", source);
     if (c.node_id.empty() || c.node_id.size() > 64)
@@ -215,6 +239,7 @@ Config parse_config(const std::string& text, const std::string& source) {
     c.auth_token = get_str(node, "auth_token", "", "node", source);
     c.peer_listen = get_str(node, "peer_listen", "", "node", source);
     parse_cluster(section("cluster"), c, source);
+    parse_dial(node, c, source);
     parse_raft(section("raft"), c.raft, source);
 
     const auto& storage = section("storage");

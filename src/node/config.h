@@ -38,6 +38,10 @@ struct Config {
     std::string data_dir = "./data/n1";
     std::string auth_token;           // non-empty: clients must say hello with it first
     std::string peer_listen;          // where peers connect; defaults to this member's `peer`
+    // [node] dial: member id -> the address this node dials to reach that member, instead
+    // of its `peer` address (NAT, or a fault proxy in tests). Local to this node: it is not
+    // part of the membership fingerprint, and the handshake names the member, not the address.
+    std::map<std::string, std::string> dial;
     std::string cluster_id = "dueq";
     // Every voter, this node included, in the same order on every node (the position
     // is the member's Raft id, 1-based). Empty: a standalone node.

@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 
 #include <csignal>
+#include <cstdlib>
 
 // Before Asio, in its own block: Boost 1.74's awaitable.hpp needs std::exchange in C++20.
 #include <utility>
@@ -14,6 +15,9 @@
 
 #include "node/config.h"
 #include "node/node.h"
+#ifdef DUEQ_PLANTED_BUGS
+#include "storage/fault_fs.h"
+#endif
 
 int main(int argc, char** argv) {
     CLI::App app{
@@ -35,6 +39,11 @@ int main(int argc, char** argv) {
     app.add_option("--plant", plant,
                    "tests only: run with a deliberate defect (reply_before_commit: the leader "
                    "answers writes before they commit); needs a build with DUEQ_PLANTED_BUGS");
+    bool power_cut = false;
+    app.add_flag("--power-cut", power_cut,
+                 "tests only: run RocksDB on a file system that tracks what was fsynced; "
+                 "SIGUSR2 then cuts the power: everything not fsynced is lost and the process "
+                 "exits at once with status 137 (needs a build with DUEQ_PLANTED_BUGS)");
     CLI11_PARSE(app, argc, argv);
 
     if (print_default) {
@@ -69,6 +78,33 @@ int main(int argc, char** argv) {
 
     boost::asio::io_context io(1);
     dueq::node::Node node(io, config);
+#ifdef DUEQ_PLANTED_BUGS
+    // Declared before the signal set below, so it outlives every use of it.
+    dueq::test::FaultEnv fault_env;
+    boost::asio::signal_set power_switch(io);
+    if (power_cut) {
+        fault_env = dueq::test::make_fault_env();
+        node.set_storage_env(fault_env.get());
+        power_switch.add(SIGUSR2);
+        power_switch.async_wait([&](boost::system::error_code ec, int) {
+            if (ec) return;
+            // From here on every write, sync and rename is a no-op, so nothing the storage
+            // thread still does reaches the disk; then the disk goes back to what was synced.
+            fault_env.fs->crash();
+            const auto dropped = fault_env.fs->drop_unsynced();
+            std::cerr << "dueqd: power cut: dropped " << dropped.bytes_dropped
+                      << " unsynced bytes, truncated " << dropped.files_truncated
+                      << " files, deleted " << dropped.files_deleted << std::endl;
+            std::_Exit(137);
+        });
+        spdlog::warn("--power-cut: RocksDB runs on the fault file system; SIGUSR2 cuts the power");
+    }
+#else
+    if (power_cut) {
+        std::cerr << "dueqd: --power-cut needs a build with -DDUEQ_PLANTED_BUGS=ON\n";
+        return 2;
+    }
+#endif
     if (!plant.empty()) {
 #ifdef DUEQ_PLANTED_BUGS
         if (plant != "reply_before_commit") {

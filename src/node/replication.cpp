@@ -66,7 +66,11 @@ std::optional<std::string> Node::start_raft(const storage::Loaded& loaded) {
         mo.listen =
             config_.peer_listen.empty() ? config_.members[raft_id_ - 1].peer : config_.peer_listen;
         for (std::size_t i = 0; i < config_.members.size(); ++i)
-            if (i + 1 != raft_id_) mo.peers.push_back({i + 1, config_.members[i].peer});
+            if (i + 1 != raft_id_) {
+                const auto& m = config_.members[i];
+                auto dial = config_.dial.find(m.id);
+                mo.peers.push_back({i + 1, dial == config_.dial.end() ? m.peer : dial->second});
+            }
         mo.heartbeat = std::chrono::milliseconds(config_.raft.heartbeat_ms);
         mo.dead_after = std::chrono::milliseconds(config_.raft.election_timeout_ms);
         mo.max_frame_bytes = config_.limits.max_frame_bytes * 4 + (8u << 20);

@@ -47,3 +47,26 @@ TEST_CASE("bad configs are refused naming the key") {
     CHECK(error_of("[node\n").find("test.toml") != std::string::npos);
     CHECK(error_of("bogus = 1\n").find("unknown key 'bogus'") != std::string::npos);
 }
+
+TEST_CASE("[node] dial overrides where this node dials a member, and is checked") {
+    const std::string cluster =
+        "[cluster]\nmembers = [\n"
+        "  { id = \"n1\", peer = \"127.0.0.1:7801\", client = \"127.0.0.1:7701\" },\n"
+        "  { id = \"n2\", peer = \"127.0.0.1:7802\", client = \"127.0.0.1:7702\" },\n"
+        "]\n";
+    auto c = parse_config("[node]\nid = \"n1\"\ndial = { n2 = \"127.0.0.1:17812\" }\n" + cluster,
+                          "t");
+    CHECK(c.dial.at("n2") == "127.0.0.1:17812");
+    // The override is node-local: the membership fingerprint ignores it.
+    auto plain = parse_config("[node]\nid = \"n1\"\n" + cluster, "t");
+    CHECK(dueq::node::membership_fingerprint(c) == dueq::node::membership_fingerprint(plain));
+
+    CHECK(error_of("[node]\nid = \"n1\"\ndial = { n9 = \"127.0.0.1:1\" }\n" + cluster)
+              .find("'n9' is not one of [cluster] members") != std::string::npos);
+    CHECK(error_of("[node]\nid = \"n1\"\ndial = { n1 = \"127.0.0.1:1\" }\n" + cluster)
+              .find("does not dial itself") != std::string::npos);
+    CHECK(error_of("[node]\nid = \"n1\"\ndial = { n2 = \"nowhere\" }\n" + cluster)
+              .find("dial.n2") != std::string::npos);
+    CHECK(error_of("[node]\nid = \"n1\"\ndial = { n2 = 5 }\n" + cluster).find("dial.n2") !=
+          std::string::npos);
+}

@@ -1,7 +1,7 @@
 // No acknowledged write depends on unsynced data (DESIGN §3: a command is answered only
 // once its log entry is durable).
 //
-// A node runs on a file system that can cut the power (tests/storage/fault_fs.h).
+// A node runs on a file system that can cut the power (src/storage/fault_fs.h).
 // Several clients put and take+ack, pipelined; every answer "ok" that arrived before the
 // cut is recorded. Then the power is cut, the node stopped, every unsynced byte dropped,
 // and a fresh node started on what is left: each recorded write must be there. The same

@@ -1,0 +1,182 @@
+// dueq-chaos-workload: the client side of tools/chaos (see docs/reliability.md).
+//   run     the token refresh workload against a cluster, appending to a history file
+//   final   once the cluster is healed: waits until every node has applied the same
+//           index, then reads every key on every node and appends `final` events
+//   status  one JSON line per node (role, term, leader, indexes), for the harness
+#include <CLI/CLI.hpp>
+
+#include <chrono>
+#include <iostream>
+#include <map>
+#include <thread>
+
+#include "client/client.h"
+#include "history.h"
+#include "workload.h"
+
+using namespace dueq;
+using namespace dueq::chaos;
+
+namespace {
+
+std::vector<NodeAddress> parse_nodes(const std::vector<std::string>& specs) {
+    std::vector<NodeAddress> out;
+    for (const auto& s : specs) {
+        const auto eq = s.find('=');
+        if (eq == std::string::npos || eq == 0 || eq + 1 == s.size())
+            throw CLI::ValidationError("--node", "expected ID=HOST:PORT, got '" + s + "'");
+        out.push_back({s.substr(0, eq), s.substr(eq + 1)});
+    }
+    return out;
+}
+
+std::unique_ptr<client::Client> direct(const NodeAddress& n, std::int64_t timeout_ms) {
+    client::ClientOptions co;
+    co.seeds = {n.address};
+    co.call_timeout = std::chrono::milliseconds(timeout_ms);
+    co.connect_timeout = std::chrono::milliseconds(timeout_ms);
+    co.max_redirects = 0;
+    return std::make_unique<client::Client>(co);
+}
+
+Json status_of(const NodeAddress& n) {
+    auto c = direct(n, 1000);
+    auto s = c->status();
+    if (!s) return {{"node", n.id}, {"ok", false}, {"error", s.error().to_string()}};
+    return {{"node", n.id},
+            {"ok", true},
+            {"role", s->role},
+            {"term", s->term},
+            {"leader", s->leader},
+            {"commit_index", s->commit_index},
+            {"applied_index", s->applied_index},
+            {"mode", s->mode}};
+}
+
+// One consistent snapshot of every node: all at the same applied index before and after
+// every key was read, so the reads describe that index on each of them.
+bool read_final(const std::vector<NodeAddress>& nodes, const std::string& queue, int keys,
+                std::vector<Json>& events) {
+    std::vector<Json> before;
+    for (const auto& n : nodes) before.push_back(status_of(n));
+    for (const auto& s : before)
+        if (!s["ok"] || s["applied_index"] != before[0]["applied_index"] ||
+            s["commit_index"] != s["applied_index"])
+            return false;
+    events.clear();
+    for (const auto& n : nodes) {
+        auto c = direct(n, 2000);
+        for (int k = 0; k < keys; ++k) {
+            const auto key = key_name(k);
+            auto r = c->get({.queue = queue, .key = key, .consistency = "local"});
+            Json e{{"type", "final"}, {"node", n.id}, {"key", key}};
+            if (r) {
+                e["present"] = true;
+                e["value"] = payload_text(r->task.payload);
+                e["status"] = r->task.status;
+                e["time"] = r->task.time;
+                e["version"] = r->task.version;
+            } else if (r.code() == client::Code::not_found) {
+                e["present"] = false;
+            } else {
+                return false;
+            }
+            events.push_back(std::move(e));
+        }
+    }
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+        auto after = status_of(nodes[i]);
+        if (after["applied_index"] != before[i]["applied_index"]) return false;
+        events.push_back({{"type", "final_node"},
+                          {"node", nodes[i].id},
+                          {"applied_index", after["applied_index"]},
+                          {"commit_index", after["commit_index"]}});
+    }
+    return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    CLI::App app{"dueq-chaos-workload: the client side of the chaos harness (tools/chaos, "
+                 "docs/reliability.md). Usually started by tools/chaos/run.sh."};
+    app.require_subcommand(1);
+    std::vector<std::string> node_specs;
+    WorkloadOptions o;
+    std::string history_path, scenario = "manual";
+    std::int64_t grace_ms = 0;
+
+    auto* run = app.add_subcommand("run", "run the token refresh workload, appending to --history");
+    auto* fin = app.add_subcommand(
+        "final", "wait until every node applied the same index, then append every key's state "
+                 "on every node to --history");
+    auto* st = app.add_subcommand("status", "print one JSON line per node");
+    int wait_s = 60;
+    for (auto* sc : {run, fin, st})
+        sc->add_option("--node", node_specs, "ID=HOST:PORT of a node's client listener (repeat)")
+            ->required();
+    for (auto* sc : {run, fin}) {
+        sc->add_option("--history", history_path, "JSON-lines history file (appended)")
+            ->required();
+        sc->add_option("--queue", o.queue, "queue of the tokens")->capture_default_str();
+        sc->add_option("--keys", o.keys, "number of tokens")->capture_default_str()->check(
+            CLI::Range(1, 100000));
+    }
+    run->add_option("--seconds", o.seconds, "how long to run")->capture_default_str()->check(
+        CLI::Range(1, 24 * 3600));
+    run->add_option("--seed", o.seed, "random seed")->capture_default_str();
+    run->add_option("--scenario", scenario, "name written to the history's meta line");
+    run->add_option("--ttr-ms", o.ttr_ms, "lease length of every take")->capture_default_str();
+    run->add_option("--refresh-ms", o.refresh_ms, "an acked token comes due this much later")
+        ->capture_default_str();
+    run->add_option("--refreshers", o.refreshers_per_node, "refreshers per node")
+        ->capture_default_str();
+    run->add_option("--grace-ms", grace_ms, "the nodes' [sessions] grace_ms (for the checker)");
+    run->add_option("--call-timeout-ms", o.call_timeout_ms, "client call timeout")
+        ->capture_default_str();
+    fin->add_option("--wait-seconds", wait_s, "give up after this long")->capture_default_str();
+    CLI11_PARSE(app, argc, argv);
+
+    std::vector<NodeAddress> nodes;
+    try {
+        nodes = parse_nodes(node_specs);
+    } catch (const CLI::Error& e) {
+        return app.exit(e);
+    }
+    if (st->parsed()) {
+        for (const auto& n : nodes) std::cout << status_of(n).dump() << std::endl;
+        return 0;
+    }
+    History history(history_path);
+    if (!history.good()) {
+        std::cerr << "dueq-chaos-workload: cannot write " << history_path << "\n";
+        return 2;
+    }
+    o.nodes = nodes;
+    if (run->parsed()) {
+        Json ids = Json::array(), keys = Json::array();
+        for (const auto& n : nodes) ids.push_back(n.id);
+        for (int k = 0; k < o.keys; ++k) keys.push_back(key_name(k));
+        history.write({{"type", "meta"}, {"scenario", scenario}, {"seed", o.seed},
+                       {"grace_ms", grace_ms}, {"ttr_ms", o.ttr_ms}, {"nodes", ids},
+                       {"keys", keys}});
+        const auto acks = run_workload(o, history);
+        std::cerr << "dueq-chaos-workload: " << acks << " refreshes acked in " << o.seconds
+                  << " s\n";
+        return 0;
+    }
+    const auto give_up = wall_ms() + std::int64_t(wait_s) * 1000;
+    std::vector<Json> events;
+    while (wall_ms() < give_up) {
+        if (read_final(nodes, o.queue, o.keys, events)) {
+            for (auto& e : events) history.write(std::move(e));
+            return 0;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    std::cerr << "dueq-chaos-workload: the nodes did not settle on one applied index within "
+              << wait_s << " s:\n";
+    for (const auto& n : nodes) std::cerr << "  " << status_of(n).dump() << "\n";
+    history.write({{"type", "final_failed"}, {"reason", "no common applied index"}});
+    return 1;
+}

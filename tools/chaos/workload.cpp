@@ -1,0 +1,216 @@
+#include "workload.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <random>
+#include <thread>
+
+#include "client/client.h"
+#include "client/payload.h"
+
+namespace dueq::chaos {
+namespace {
+
+using client::Client;
+
+// A unique payload per write, so that a final value names the write that produced it.
+struct Values {
+    int process;
+    std::uint64_t seq = 0;
+    std::string next() { return "w" + std::to_string(process) + "-" + std::to_string(++seq); }
+};
+
+std::string msgpack_str(const std::string& s) {
+    return client::payload_from_json(Json(s).dump()).value();
+}
+
+std::unique_ptr<Client> connect(const WorkloadOptions& o, const NodeAddress& node) {
+    client::ClientOptions co;
+    co.seeds = {node.address};
+    co.call_timeout = std::chrono::milliseconds(o.call_timeout_ms);
+    co.connect_timeout = std::chrono::milliseconds(500);
+    return std::make_unique<Client>(co);
+}
+
+class Process {
+  public:
+    Process(const WorkloadOptions& o, History& h, int id, const NodeAddress& node)
+        : o_(o), h_(h), id_(id), node_(node), values_{id}, rng_(o.seed * 7919 + id) {}
+
+  protected:
+    // Records invoke and completion around one call; returns the result.
+    template <class Req, class Fill>
+    auto run(Client& c, const char* f, const Req& req, Json fields, Fill on_ok) {
+        Json inv = invoke(id_, f, node_.id);
+        inv.update(fields);
+        h_.write(inv);
+        auto r = c.call(req);
+        Json done = completion(inv, r ? nullptr : &r.error());
+        if (r) on_ok(*r, done);
+        h_.write(std::move(done));
+        return r;
+    }
+    bool coin(double p) { return std::uniform_real_distribution<>(0, 1)(rng_) < p; }
+    std::int64_t uniform(std::int64_t lo, std::int64_t hi) {
+        return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng_);
+    }
+
+    const WorkloadOptions& o_;
+    History& h_;
+    int id_;
+    NodeAddress node_;
+    Values values_;
+    std::mt19937_64 rng_;
+};
+
+class FrontEnd : Process {
+  public:
+    using Process::Process;
+    void loop(std::int64_t until) {
+        auto c = connect(o_, node_);
+        while (wall_ms() < until) {
+            const std::string key = key_name(int(uniform(0, o_.keys - 1)));
+            const auto roll = uniform(0, 99);
+            if (roll < 10) put(*c, key);
+            else if (roll < 98) get(*c, key);
+            else del(*c, key);
+            std::this_thread::sleep_for(std::chrono::milliseconds(o_.frontend_pause_ms));
+        }
+    }
+    void put(Client& c, const std::string& key) {
+        const std::string value = values_.next();
+        const std::int64_t time = wall_ms() + uniform(0, o_.refresh_ms);
+        client::PutRequest r{.queue = o_.queue, .key = key, .payload = msgpack_str(value),
+                             .time = time};
+        run(c, "put", r, {{"key", key}, {"value", value}, {"time", time}},
+            [](const client::PutResponse& p, Json& done) { done["version"] = p.version; });
+    }
+
+  private:
+    void get(Client& c, const std::string& key) {
+        client::GetRequest r{.queue = o_.queue, .key = key, .consistency = "local"};
+        run(c, "get", r, {{"key", key}}, [](const client::GetResponse& g, Json& done) {
+            done["value"] = payload_text(g.task.payload);
+            done["status"] = g.task.status;
+            done["time"] = g.task.time;
+            done["version"] = g.task.version;
+        });
+    }
+    void del(Client& c, const std::string& key) {
+        client::DeleteRequest r{.queue = o_.queue, .key = key};
+        run(c, "delete", r, {{"key", key}}, [](const client::DeleteResponse&, Json&) {});
+    }
+};
+
+class Refresher : Process {
+  public:
+    Refresher(const WorkloadOptions& o, History& h, int id, const NodeAddress& node, bool rod,
+              std::atomic<std::uint64_t>& acks)
+        : Process(o, h, id, node), rod_(rod), acks_(acks) {}
+
+    void loop(std::int64_t until) {
+        auto c = connect(o_, node_);
+        while (wall_ms() < until) {
+            client::TakeRequest r{.queue = o_.queue, .count = 4, .timeout_ms = 500,
+                                  .ttr_ms = o_.ttr_ms, .release_on_disconnect = rod_};
+            std::vector<client::Task> tasks;
+            auto taken = run(*c, "take", r, {{"ttr", o_.ttr_ms}, {"rod", rod_}},
+                             [&](const client::TakeResponse& t, Json& done) {
+                                 Json list = Json::array();
+                                 for (const auto& task : t.tasks)
+                                     list.push_back({{"key", task.key},
+                                                     {"value", payload_text(task.payload)},
+                                                     {"lease", task.lease},
+                                                     {"lease_until", task.lease_until},
+                                                     {"time", task.time}});
+                                 done["tasks"] = std::move(list);
+                                 tasks = t.tasks;
+                             });
+            if (!taken) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+            for (std::size_t i = 0; i < tasks.size(); ++i) {
+                if (coin(o_.abandon_share)) {
+                    if (!rod_) {
+                        abandon(tasks[i], std::nullopt);
+                        continue;
+                    }
+                    // Drop the connection: every lease still held in this batch goes back
+                    // after the session grace.
+                    c.reset();
+                    const auto gone = wall_ms();
+                    for (; i < tasks.size(); ++i) abandon(tasks[i], gone);
+                    c = connect(o_, node_);
+                    break;
+                }
+                // The call to the token provider.
+                std::this_thread::sleep_for(std::chrono::milliseconds(uniform(0, 10)));
+                if (coin(o_.release_share)) release(*c, tasks[i]);
+                else ack(*c, tasks[i]);
+            }
+        }
+    }
+
+  private:
+    void abandon(const client::Task& t, std::optional<std::int64_t> disconnect_t) {
+        Json e{{"type", "abandon"}, {"process", id_}, {"node", node_.id}, {"key", t.key},
+               {"lease", t.lease}, {"rod", rod_}};
+        if (disconnect_t) e["disconnect_t"] = *disconnect_t;
+        h_.write(std::move(e));
+    }
+    void ack(Client& c, const client::Task& t) {
+        const std::string value = values_.next();
+        const std::int64_t time = wall_ms() + o_.refresh_ms + uniform(0, 500);
+        client::AckRequest r{.queue = o_.queue, .key = t.key, .lease = t.lease,
+                             .payload = msgpack_str(value), .time = time};
+        auto done = run(c, "ack", r,
+                        {{"key", t.key}, {"lease", t.lease}, {"value", value}, {"time", time}},
+                        [](const client::AckResponse& a, Json& e) { e["version"] = a.version; });
+        if (done) ++acks_;
+    }
+    void release(Client& c, const client::Task& t) {
+        client::ReleaseRequest r{.queue = o_.queue, .key = t.key, .lease = t.lease};
+        run(c, "release", r, {{"key", t.key}, {"lease", t.lease}},
+            [](const client::ReleaseResponse&, Json&) {});
+    }
+
+    bool rod_;
+    std::atomic<std::uint64_t>& acks_;
+};
+
+}  // namespace
+
+std::string key_name(int i) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "tok-%04d", i);
+    return buf;
+}
+
+std::uint64_t run_workload(const WorkloadOptions& o, History& h) {
+    const std::int64_t until = wall_ms() + std::int64_t(o.seconds) * 1000;
+    std::atomic<std::uint64_t> acks{0};
+    std::vector<std::thread> threads;
+    int next_id = 1;
+    // Every token exists before the refreshers start (retried: the cluster may still be
+    // settling). Process ids: front ends and refreshers count on from here.
+    {
+        FrontEnd seeder(o, h, next_id++, o.nodes.front());
+        auto c = connect(o, o.nodes.front());
+        for (int k = 0; k < o.keys && wall_ms() < until; ++k) seeder.put(*c, key_name(k));
+    }
+    for (const auto& node : o.nodes) {
+        const int fe = next_id++;
+        threads.emplace_back([&o, &h, fe, node, until] { FrontEnd(o, h, fe, node).loop(until); });
+        for (int r = 0; r < o.refreshers_per_node; ++r) {
+            const int id = next_id++;
+            const bool rod = r % 2 == 0;
+            threads.emplace_back([&o, &h, &acks, id, node, rod, until] {
+                Refresher(o, h, id, node, rod, acks).loop(until);
+            });
+        }
+    }
+    for (auto& t : threads) t.join();
+    return acks.load();
+}
+
+}  // namespace dueq::chaos
