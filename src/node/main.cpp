@@ -15,6 +15,7 @@
 
 #include "node/config.h"
 #include "node/node.h"
+#include "raft/config.h"
 #ifdef DUEQ_PLANTED_BUGS
 #include "storage/fault_fs.h"
 #endif
@@ -38,7 +39,9 @@ int main(int argc, char** argv) {
     std::string plant;
     app.add_option("--plant", plant,
                    "tests only: run with a deliberate defect (reply_before_commit: the leader "
-                   "answers writes before they commit); needs a build with DUEQ_PLANTED_BUGS");
+                   "answers writes before they commit; or a Raft core defect: apply_uncommitted, "
+                   "commit_prior_term, vote_before_persist, vote_for_stale_log); needs a build "
+                   "with DUEQ_PLANTED_BUGS");
     bool power_cut = false;
     app.add_flag("--power-cut", power_cut,
                  "tests only: run RocksDB on a file system that tracks what was fsynced; "
@@ -107,12 +110,17 @@ int main(int argc, char** argv) {
 #endif
     if (!plant.empty()) {
 #ifdef DUEQ_PLANTED_BUGS
-        if (plant != "reply_before_commit") {
+        dueq::raft::PlantedBug raft_bug{};
+        if (plant == "reply_before_commit") {
+            node.plant(dueq::node::NodeBug::reply_before_commit);
+        } else if (dueq::raft::parse_planted_bug(plant, raft_bug) &&
+                   raft_bug != dueq::raft::PlantedBug::none) {
+            node.plant(raft_bug);
+        } else {
             std::cerr << "dueqd: unknown --plant '" << plant << "'\n";
             return 2;
         }
         spdlog::warn("running with the planted defect {}: never use this in production", plant);
-        node.plant(dueq::node::NodeBug::reply_before_commit);
 #else
         std::cerr << "dueqd: --plant needs a build with -DDUEQ_PLANTED_BUGS=ON\n";
         return 2;

@@ -65,6 +65,8 @@ class Node {
     // writes to simulate a power cut).
     void set_storage_env(rocksdb::Env* env) { storage_env_ = env; }
     void plant(NodeBug bug) { bug_ = bug; }
+    // A defect of the Raft core (raft/config.h), e.g. apply_uncommitted; before start().
+    void plant(raft::PlantedBug bug) { raft_bug_ = bug; }
 
     // For tests and tools: numbers the node has reached.
     std::uint64_t applied_index() const { return applied_.index; }
@@ -142,6 +144,7 @@ class Node {
     Config config_;
     std::uint64_t raft_id_ = 1;
     NodeBug bug_ = NodeBug::none;
+    raft::PlantedBug raft_bug_ = raft::PlantedBug::none;
     std::unique_ptr<queue::Store> store_;
     std::unique_ptr<storage::Database> db_;
     std::unique_ptr<storage::Writer> writer_;

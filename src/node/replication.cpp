@@ -56,6 +56,7 @@ std::optional<std::string> Node::start_raft(const storage::Loaded& loaded) {
     rc.heartbeat_tick = int(std::max(1u, config_.raft.heartbeat_ms / config_.raft.tick_ms));
     rc.snapshot_threshold = config_.raft.snapshot_entries;
     rc.seed = std::uint64_t(now_ms()) ^ (raft_id_ << 32);
+    rc.planted_bug = raft_bug_;
     raft_ = std::make_unique<raft::Raft>(rc, log_);
 
     if (config_.members.size() > 1) {
