@@ -1,0 +1,158 @@
+"""G1 (nothing lost, nothing resurrected, failed ops not applied) and replica agreement,
+both judged on the `final` reads the harness makes after healing the cluster.
+
+Why G1 can be decided from the history alone: every put and ack carries a unique value,
+so a final value names the one write that produced it. The cluster is linearizable
+(one Raft log), so an op invoked after another op completed is ordered after it in the
+log. A write W is therefore *definitely superseded* when another write or delete on the
+key was ok and was invoked after W completed: whatever W did, that later op undid it. An
+indeterminate (info) op never completes, so nothing definitely supersedes it.
+"""
+from .history import WRITES
+from .report import Check
+
+
+class KeyOps:
+    """What G1 needs to know about one key's writes and deletes."""
+    __slots__ = ("last_ok_write", "last_ok_delete", "latest_delete")
+
+    def __init__(self, ops):
+        self.last_ok_write = None     # the ok put/ack invoked last
+        self.last_ok_delete = None    # the ok delete invoked last
+        self.latest_delete = None     # the delete, not failed, that completed last (info: never)
+        for op in ops:
+            if op.f in WRITES and op.outcome == "ok":
+                if self.last_ok_write is None or op.t_inv > self.last_ok_write.t_inv:
+                    self.last_ok_write = op
+            elif op.f == "delete" and op.outcome != "fail":
+                if op.outcome == "ok" and (self.last_ok_delete is None
+                                           or op.t_inv > self.last_ok_delete.t_inv):
+                    self.last_ok_delete = op
+                if self.latest_delete is None or op.done > self.latest_delete.done:
+                    self.latest_delete = op
+
+
+def check_g1(h):
+    c = Check("G1", "nothing lost, nothing resurrected, failed ops not applied")
+    if not h.finals:
+        c.notes.append("no final reads in the history: nothing to judge"
+                       + (" (the final read failed, see replicas)" if h.final_failed else ""))
+        return c
+    by_value = {}
+    dup = 0
+    for op in h.ops:
+        if op.f in WRITES:
+            if op.value in by_value:
+                dup += 1      # values are meant to be unique; the first write keeps the name
+            else:
+                by_value[op.value] = op
+    if dup:
+        c.notes.append(f"{dup} writes reused a value already written; the first one is used")
+    keyops = {}
+    present = absent = from_info = 0
+    for (node, key), ev in sorted(h.finals.items()):
+        c.checked += 1
+        k = keyops.get(key)
+        if k is None:
+            k = keyops[key] = KeyOps(w for w in h.by_key.get(key, ()) if w.f != "get")
+        where = f"{key} on {node}"
+        if ev["present"]:
+            present += 1
+            w = by_value.get(ev.get("value"))
+            if _judge_present(c, ev, where, key, k, w) and w.outcome in (None, "info"):
+                from_info += 1
+        else:
+            absent += 1
+            w = k.last_ok_write
+            d = k.latest_delete
+            # Absent is right when no write was ever ok, or when some delete is not
+            # definitely superseded by an ok write (the last ok write is the one to test).
+            if w is not None and (d is None or w.t_inv > d.done):
+                why = (f"no delete could have removed it" if d is None else
+                       f"every delete was over before it was invoked (last: {d.brief()})")
+                c.violation("lost", f"{where}: absent, but the ok write {w.brief()} "
+                            f"should have survived; {why}",
+                            [ev["line"]] + w.lines + (d.lines if d else []),
+                            key=key, node=node, expected=w.value)
+    c.stats = {"final_present": present, "final_absent": absent,
+               "final_value_from_indeterminate_write": from_info}
+    return c
+
+
+def _judge_present(c, ev, where, key, k, w):
+    """Judges a present final value; True when it is a value the key may hold."""
+    v = ev.get("value")
+    line = ev["line"]
+    if w is None or w.key != key:
+        other = f" (it was written to {w.key})" if w is not None else ""
+        c.violation("unknown_value", f"{where}: value {v!r} was never written to this "
+                    f"key{other}", [line] + (w.lines if w else []), key=key, node=ev["node"],
+                    value=v)
+        return False
+    if w.outcome == "fail":
+        c.violation("failed_op_applied", f"{where}: value {v!r} comes from {w.brief()}, "
+                    f"which failed", [line] + w.lines, key=key, node=ev["node"], value=v)
+        return False
+    # The latest-invoked ok op that was invoked after w completed names what happened.
+    sup = None
+    for cand in (k.last_ok_write, k.last_ok_delete):
+        if cand is not None and cand is not w and cand.t_inv > w.done:
+            if sup is None or cand.t_inv > sup.t_inv:
+                sup = cand
+    if sup is None:
+        return True
+    if sup.f in WRITES:
+        c.violation("lost", f"{where}: value {v!r} of {w.brief()} is final, but the later "
+                    f"ok write {sup.brief()} should have survived",
+                    [line] + w.lines + sup.lines, key=key, node=ev["node"], value=v,
+                    expected=sup.value)
+    else:
+        c.violation("resurrected", f"{where}: value {v!r} of {w.brief()} is final, but "
+                    f"{sup.brief()} deleted the key after it",
+                    [line] + w.lines + sup.lines, key=key, node=ev["node"], value=v)
+    return False
+
+
+def _state(ev):
+    if not ev["present"]:
+        return ("absent",)
+    return tuple(ev.get(f) for f in ("value", "time", "status", "version"))
+
+
+def check_replicas(h):
+    c = Check("replicas", "replica agreement on applied index and every key")
+    for ev in h.final_failed:
+        c.violation("final_failed", f"the final read failed: {ev.get('reason', '?')}",
+                    [ev["line"]])
+    if not h.finals and not h.final_nodes:
+        c.notes.append("no final reads in the history: nothing to compare")
+        return c
+    nodes = sorted(set(h.meta.get("nodes") or []) | {n for n, _ in h.finals}
+                   | set(h.final_nodes))
+    applied = {}
+    for n in nodes:
+        ev = h.final_nodes.get(n)
+        if ev is None:
+            c.violation("missing", f"no final_node for {n}", [], node=n)
+        else:
+            applied[n] = ev.get("applied_index")
+    if len(set(applied.values())) > 1:
+        c.violation("applied_index", "applied_index differs: " +
+                    ", ".join(f"{n}={a}" for n, a in sorted(applied.items())),
+                    [h.final_nodes[n]["line"] for n in applied], applied=applied)
+    keys = sorted(set(h.meta.get("keys") or []) | {k for _, k in h.finals})
+    for key in keys:
+        c.checked += 1
+        states = {}
+        for n in nodes:
+            ev = h.finals.get((n, key))
+            if ev is None:
+                c.violation("missing", f"{key}: no final read on {n}", [], key=key, node=n)
+            else:
+                states[n] = _state(ev)
+        if len(set(states.values())) > 1:
+            c.violation("state", f"{key}: " + "; ".join(
+                f"{n} {'/'.join(str(x) for x in s)}" for n, s in sorted(states.items())),
+                [h.finals[(n, key)]["line"] for n in states], key=key)
+    c.stats = {"nodes": len(nodes), "keys": len(keys)}
+    return c
