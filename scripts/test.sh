@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command: installs what is missing, builds, and runs every test; then builds
 # again with AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/) and runs the
-# unit and integration tests there (the long simulation runs once, in the plain build).
+# unit and integration tests there (the long simulation and the chaos runs, tools/chaos,
+# run once, in the plain build).
 #   scripts/test.sh              everything
 #   scripts/test.sh -L unit      only tests labelled unit (ctest arguments pass through)
 #   DUEQ_SANITIZE_TESTS=0 scripts/test.sh   skip the sanitizer pass
@@ -15,5 +16,5 @@ if [ "${DUEQ_SANITIZE_TESTS:-1}" = 1 ]; then
   BUILD_DIR=build-asan BUILD_TYPE=Debug bash scripts/build.sh -DDUEQ_SANITIZE=ON
   (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
      UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-     ctest --output-on-failure --timeout 900 -LE sim "$@")
+     ctest --output-on-failure --timeout 900 -LE "sim|chaos" "$@")
 fi

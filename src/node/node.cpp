@@ -48,8 +48,7 @@ Node::~Node() {
 }
 
 std::int64_t Node::now_ms() const {
-    using namespace std::chrono;
-    return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+    return clock_.now_ms();
 }
 
 std::int64_t Node::store_now() const {

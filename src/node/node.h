@@ -35,6 +35,7 @@
 #include "net/peer_mesh.h"
 #include "net/request.h"
 #include "net/server.h"
+#include "node/clock.h"
 #include "node/config.h"
 #include "node/snapshot_transfer.h"
 #include "queue/store.h"
@@ -144,6 +145,7 @@ class Node {
     Config config_;
     std::uint64_t raft_id_ = 1;
     NodeBug bug_ = NodeBug::none;
+    mutable NodeClock clock_;  // every time the node reads goes through it (clock.h)
     raft::PlantedBug raft_bug_ = raft::PlantedBug::none;
     std::unique_ptr<queue::Store> store_;
     std::unique_ptr<storage::Database> db_;

@@ -38,11 +38,11 @@ def _finite(x):
     return x
 
 
-def run(path, slack_ms=5000):
+def run(path, slack_ms=5000, lease_slew=0.01):
     """Checks the history at `path`; returns (report dict, summary text). Raises
     HistoryError when the history cannot be read."""
     h = load(path)
-    checks = [check_g1(h), check_replicas(h), check_g3(h), check_g2(h, slack_ms)]
+    checks = [check_g1(h), check_replicas(h), check_g3(h, lease_slew), check_g2(h, slack_ms)]
     avail = figures.availability(h)
     cnt = figures.counts(h)
     wanted = set()
@@ -57,6 +57,7 @@ def run(path, slack_ms=5000):
         "failed": [c.name for c in checks if not c.passed],
         "meta": meta,
         "slack_ms": slack_ms,
+        "lease_slew": lease_slew,
         "checks": {c.name: _finite(c.to_json(text_of)) for c in checks},
         "availability": avail,
         "counts": cnt,
@@ -85,11 +86,14 @@ def main(argv=None):
     p.add_argument("--slack-ms", type=int, default=5000,
                    help="G2: how long after its deadline an abandoned task may take to be "
                         "handed out again (default 5000)")
+    p.add_argument("--lease-slew", type=float, default=0.01,
+                   help="G3: the share of its ttr a lease may lose to the node's clock "
+                        "absorbing a step (src/node/clock.h; default 0.01)")
     p.add_argument("--json", metavar="OUT.json", help="write the report as JSON here")
     p.add_argument("--summary", metavar="OUT.txt", help="write the summary here too")
     a = p.parse_args(argv)
     try:
-        report, text = run(a.history, a.slack_ms)
+        report, text = run(a.history, a.slack_ms, a.lease_slew)
     except HistoryError as e:
         print(f"check.py: {e}", file=sys.stderr)
         return 2

@@ -42,17 +42,18 @@ def _set_end(lease, t, why, lines):
         lease.end_lb, lease.end_why, lease.end_lines = t, why, lines
 
 
-def lease_ends(h):
+def lease_ends(h, slew=0.0):
     """Fills in each lease's end_lb: a time until which the lease was certainly live,
-    the earliest of every way it can end (see docs in check_g3)."""
+    the earliest of every way it can end (see docs in check_g3). `slew`: the share of a
+    lease the node's clock may cut short while it absorbs a step (src/node/clock.h)."""
     default_ttr = h.ttr_ms
     for lst in h.leases_by_key.values():
         for L in lst:
             ttr = L.take.ttr if L.take.ttr is not None else default_ttr
             # Promised from when the worker asked; a take without a known ttr is live
             # for no time we can vouch for.
-            _set_end(L, L.take.t_inv + ttr if ttr is not None else L.take.t_inv,
-                     "ttr from the take's invoke", [])
+            _set_end(L, L.take.t_inv + int(ttr * (1 - slew)) if ttr is not None
+                     else L.take.t_inv, "ttr from the take's invoke", [])
     for op in h.ops:
         if op.f in ("ack", "release") and op.outcome != "fail":
             L = h.lease_by_id.get(op.lease)
@@ -98,7 +99,7 @@ def lease_ends(h):
                              f"{plist[b].brief()}", plist[b].lines)
 
 
-def check_g3(h):
+def check_g3(h, slew=0.0):
     """For two leases A < B on one key, B's take ok before A.end_lb means B was certainly
     granted while A was certainly live. Comparing B with the running maximum of end_lb
     over the leases before it finds every such pair's worst A in one sorted pass."""
@@ -106,7 +107,7 @@ def check_g3(h):
     for a, b in h.duplicate_leases:
         c.violation("duplicate_lease", f"lease {b.lease} handed out twice: {a.key} and "
                     f"{b.key}", a.take.lines + b.take.lines, lease=b.lease)
-    lease_ends(h)
+    lease_ends(h, slew)
     exempt = merge_intervals((w.start, w.end(h.last_t)) for w in h.windows if w.g3_exempt)
     excluded = 0
     for key, lst in h.leases_by_key.items():

@@ -1,0 +1,1 @@
+"""The chaos harness: a dueq cluster behind a fault proxy, nemeses, and a runner."""
