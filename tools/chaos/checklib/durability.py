@@ -7,7 +7,15 @@ so a final value names the one write that produced it. The cluster is linearizab
 log. A write W is therefore *definitely superseded* when another write or delete on the
 key was ok and was invoked after W completed: whatever W did, that later op undid it. An
 indeterminate (info) op never completes, so nothing definitely supersedes it.
+
+The same rule judges every task a `take` handed out during the run, not only the final
+reads: a take is a log entry, so the value it hands out must come from a write that no
+ok write or delete definitely superseded *before the take was invoked*. This is what
+catches an acknowledged write that was lost and later overwritten (the final state then
+looks fine).
 """
+import bisect
+
 from .history import WRITES
 from .report import Check
 
@@ -32,12 +40,60 @@ class KeyOps:
                     self.latest_delete = op
 
 
+class Supersessions:
+    """Per key, the ok writes and deletes ordered by completion, with the running latest
+    invoke: answers "which ok op, completed before T, was invoked last?" in O(log n)."""
+
+    def __init__(self, h):
+        self.done, self.latest = {}, {}
+        for key, ops in h.by_key.items():
+            oks = sorted((op for op in ops if op.outcome == "ok"
+                          and (op.f in WRITES or op.f == "delete")), key=lambda o: o.t_done)
+            best, latest = None, []
+            for op in oks:
+                if best is None or op.t_inv > best.t_inv:
+                    best = op
+                latest.append(best)
+            self.done[key] = [op.t_done for op in oks]
+            self.latest[key] = latest
+
+    def last_before(self, key, t):
+        i = bisect.bisect_left(self.done.get(key, ()), t)
+        return self.latest[key][i - 1] if i > 0 else None
+
+
+def check_takes(c, h, by_value):
+    """G1 on every task handed out by an ok take (see the module docstring)."""
+    sup_index = Supersessions(h)
+    seen = 0
+    for take in h.takes:
+        if take.outcome != "ok":
+            continue
+        for task in take.tasks or ():
+            seen += 1
+            key, v = task.get("key"), task.get("value")
+            where = f"{key} handed out by {take.brief()}"
+            w = by_value.get(v)
+            if w is None or w.key != key:
+                c.violation("unknown_value", f"{where}: value {v!r} was never written to this "
+                            "key", take.lines, key=key, value=v)
+                continue
+            if w.outcome == "fail":
+                c.violation("failed_op_applied", f"{where}: value {v!r} comes from "
+                            f"{w.brief()}, which failed", take.lines + w.lines, key=key, value=v)
+                continue
+            sup = sup_index.last_before(key, take.t_inv)
+            if sup is None or sup is w or sup.t_inv <= w.done:
+                continue
+            kind = "lost" if sup.f in WRITES else "resurrected"
+            c.violation(kind, f"{where}: value {v!r} of {w.brief()}, but {sup.brief()} had "
+                        "superseded it before the take was invoked",
+                        take.lines + w.lines + sup.lines, key=key, value=v)
+    return seen
+
+
 def check_g1(h):
     c = Check("G1", "nothing lost, nothing resurrected, failed ops not applied")
-    if not h.finals:
-        c.notes.append("no final reads in the history: nothing to judge"
-                       + (" (the final read failed, see replicas)" if h.final_failed else ""))
-        return c
     by_value = {}
     dup = 0
     for op in h.ops:
@@ -48,6 +104,13 @@ def check_g1(h):
                 by_value[op.value] = op
     if dup:
         c.notes.append(f"{dup} writes reused a value already written; the first one is used")
+    taken = check_takes(c, h, by_value)
+    c.checked += taken
+    if not h.finals:
+        c.notes.append("no final reads in the history: nothing to judge"
+                       + (" (the final read failed, see replicas)" if h.final_failed else ""))
+        c.stats = {"tasks_handed_out": taken}
+        return c
     keyops = {}
     present = absent = from_info = 0
     for (node, key), ev in sorted(h.finals.items()):
@@ -74,7 +137,7 @@ def check_g1(h):
                             f"should have survived; {why}",
                             [ev["line"]] + w.lines + (d.lines if d else []),
                             key=key, node=node, expected=w.value)
-    c.stats = {"final_present": present, "final_absent": absent,
+    c.stats = {"tasks_handed_out": taken, "final_present": present, "final_absent": absent,
                "final_value_from_indeterminate_write": from_info}
     return c
 
