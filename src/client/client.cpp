@@ -46,6 +46,7 @@ struct Pending {
     std::function<void(Result<ResponseFrame>)> complete;
     std::shared_ptr<Conn> conn;  // where it was queued or sent; null while waiting
     bool written = false;        // its bytes were handed to conn's socket
+    Clock::time_point written_at;
     bool done = false;
 };
 using PendingPtr = std::shared_ptr<Pending>;
@@ -67,6 +68,7 @@ struct Conn {
     unsigned char header[kFrameHeaderBytes] = {};
     std::string body;
     std::string server_error;  // the last id-0 error frame, for messages
+    Clock::time_point last_rx;  // when the last whole frame arrived
 };
 using ConnPtr = std::shared_ptr<Conn>;
 
@@ -183,8 +185,17 @@ private:
     void on_deadline(const PendingPtr& p) {
         if (p->done) return;
         if (p->written) {
+            const ConnPtr conn = p->conn;
+            const auto sent = p->written_at;
             finish(p, Error(Code::timeout, std::string(p->op) + " got no answer in time; it may "
                                                                 "or may not have been applied"));
+            // Not one frame came back on that connection for the call's whole timeout: a
+            // frozen server or a silent link, and every later call would wait on it too
+            // (a leader paused by SIGSTOP kept its clients for as long as it slept). Drop
+            // it; the next call dials the next seed, which knows the current leader.
+            if (conn && conn->state == Conn::State::open && conn->last_rx < sent)
+                close_conn(conn, "no answer from the server since " + std::string(p->op) +
+                                     " was sent");
         } else {
             std::string why = "no dueq server reachable in time";
             if (!last_connect_error_.empty()) why += " (" + last_connect_error_ + ")";
@@ -378,7 +389,11 @@ private:
             conn->writing.push_back(std::move(p));
         }
         if (buffers.empty()) return;
-        for (auto& p : conn->writing) p->written = true;
+        const auto now = Clock::now();
+        for (auto& p : conn->writing) {
+            p->written = true;
+            p->written_at = now;
+        }
         conn->write_busy = true;
         asio::async_write(conn->socket, buffers,
                           [this, conn](const boost::system::error_code& ec, std::size_t) {
@@ -416,6 +431,7 @@ private:
                              // An undecodable frame cannot be matched to its request, so
                              // the stream is no longer trusted.
                              if (!frame.ok()) return close_conn(conn, frame.error().message);
+                             conn->last_rx = Clock::now();
                              on_response(conn, std::move(frame).value());
                              if (conn->state == Conn::State::open) read_header(conn);
                          });

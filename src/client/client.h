@@ -16,7 +16,10 @@
 // with `timeout` if the request was written to a server (it may or may not have been
 // applied) or `unavailable` if no server could be reached in time. A reply that comes
 // after the deadline is dropped; for a take this means the tasks it handed out are
-// lost to this client and come back when their ttr runs out.
+// lost to this client and come back when their ttr runs out. When a call times out and
+// nothing at all came back on its connection since it was sent (a frozen server, a silent
+// link), the connection is dropped as if it had broken, and the next call dials the next
+// seed.
 //
 // Redirects. A `not_leader` refusal means the op was not applied, so every op is
 // retried: on the leader named in error.leader (the client connects there, and the old

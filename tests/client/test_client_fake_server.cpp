@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <atomic>
 #include <future>
 
 #include "client/client.h"
@@ -128,6 +129,31 @@ TEST_CASE("a call that gets no answer times out; later calls still work", "[clie
     CHECK(took >= 100ms);
     CHECK(took < 1500ms);
     CHECK(client.ping().ok());
+}
+
+TEST_CASE("a server that went silent is left for the next seed", "[client]") {
+    // Serves, then answers nothing: a process frozen by SIGSTOP, whose kernel still
+    // holds the connection open.
+    std::atomic<bool> awake{true};
+    FakeServer frozen([&](const FakeServer::ConnPtr&, const Json& req) -> std::optional<Json> {
+        if (awake) return basic_reply(req);
+        return std::nullopt;
+    });
+    FakeServer good([](const FakeServer::ConnPtr&, const Json& req) { return basic_reply(req); });
+    Client client(options_for({frozen.address(), good.address()}));
+    REQUIRE(client.ping().ok());
+    REQUIRE(client.current_address() == frozen.address());
+    awake = false;
+    CallOptions quick;
+    quick.timeout = 200ms;
+    auto r = client.del({.queue = "q", .key = "k"}, quick);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.code() == Code::timeout);
+    // Without dropping the silent connection, this ping would wait on it and time out.
+    auto p = client.ping(quick);
+    CHECK(p.ok());
+    CHECK(count_op(good, "ping") == 1);
+    CHECK(client.current_address() == good.address());
 }
 
 TEST_CASE("no reachable server ends in unavailable at the deadline", "[client]") {
