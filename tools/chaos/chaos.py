@@ -96,7 +96,7 @@ class Run:
                 # Written once start() decided what it hit (a kill knows then whether a
                 # majority is left), stamped with the moment the fault began.
                 self.event(t=start, type="nemesis", name=nem.describe(), action="start",
-                           majority=nem.majority)
+                           majority=nem.majority, affected=nem.affected())
                 target = getattr(nem, "node", "") or getattr(nem, "middle", "")
                 self.say(f"  {nem.describe()} {target}, holding {nem.hold:.1f} s more")
                 time.sleep(max(0.0, min(nem.hold, end - time.time())))

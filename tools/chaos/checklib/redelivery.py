@@ -91,10 +91,11 @@ def check_g2(h, slack_ms):
         bound = avail.advance(deadline, slack_ms)
         ids, suffix = redeliver[key]
         R = suffix[bisect.bisect_right(ids, lid)]
-        if R is not None:
+        # The delay figures cover the redeliveries judged here: on time, or late. One that
+        # a put/delete or an indeterminate take excused below is not counted.
+        if R is not None and R.ok_t <= bound:
             delays.append(R.ok_t - deadline)
-            if R.ok_t <= bound:
-                continue
+            continue
         # Late or never: first see whether indeterminate takes may have hidden the task.
         ready = deadline
         lo = bisect.bisect_left(hidden_inv, L.take.t_inv - span)
@@ -122,6 +123,7 @@ def check_g2(h, slack_ms):
                         f"until {last_take} (bound {ext})", lines, key=key, lease=lid,
                         deadline=deadline, bound=ext)
         else:
+            delays.append(R.ok_t - deadline)
             c.violation("late_redelivery", f"{key}: lease {lid} abandoned, deadline "
                         f"{deadline} ({how}); handed out again (lease {R.lease}) only at "
                         f"{R.ok_t}, {R.ok_t - deadline} ms after it (bound {ext})",

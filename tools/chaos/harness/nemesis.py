@@ -24,6 +24,12 @@ class Nemesis:
     def describe(self):
         return self.name
 
+    def affected(self):
+        """The nodes cut off, paused or down during the fault: the others are the
+        majority side whose refresh rate the figures report."""
+        node = getattr(self, "node", None)
+        return [node] if node else []
+
 
 class IsolateLeader(Nemesis):
     """Every link to and from the leader goes silent (a cut cable: nothing closes)."""
@@ -142,6 +148,9 @@ class ClockJump(Nemesis):
         self.node = c.leader() or self.rng.choice(c.ids)
         c.set_clock_offset(self.node, 30)
 
+    def affected(self):
+        return []  # its clock is wrong, but it stays connected
+
     def stop(self, c):
         c.set_clock_offset(self.node, 0)
 
@@ -160,6 +169,7 @@ class Kill(Nemesis):
         victims = {"leader": [leader], "follower": [self.rng.choice(followers)],
                    "two": [leader, self.rng.choice(followers)], "all": list(c.ids)}[kind]
         self.kind = kind
+        self.victims = victims
         self.majority = len(victims) <= (len(c.ids) - 1) // 2
         for n in victims:
             c.kill(n)
@@ -170,6 +180,9 @@ class Kill(Nemesis):
 
     def describe(self):
         return f"kill-{self.kind}"
+
+    def affected(self):
+        return self.victims
 
 
 class RollingKill(Nemesis):
@@ -193,7 +206,11 @@ class PowerLoss(Nemesis):
     hold = 1.0
 
     def start(self, c):
+        self.all = list(c.ids)
         c.power_cut_all()
+
+    def affected(self):
+        return self.all
 
     def stop(self, c):
         for n in c.down():
