@@ -17,6 +17,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -185,6 +186,8 @@ class Run:
 
 
 def main():
+    # A SIGTERM unwinds like Ctrl-C, so every run's `finally` stops its processes.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     names = [k.name for k in nemesis.ALL] + ["mix"]
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("scenario", nargs="?", choices=names, help="the nemesis to run")
