@@ -155,6 +155,29 @@ class ClockJump(Nemesis):
         c.set_clock_offset(self.node, 0)
 
 
+class ClockFast(Nemesis):
+    """The leader's wall clock runs three times too fast for 8 s (a step of +1 s every
+    0.5 s: libfaketime's own speed factor also scales sleeps), then is set right."""
+    name = "clock-fast"
+    needs = {"faketime": True}
+    hold = 8.0
+
+    def start(self, c):
+        self.node = c.leader() or self.rng.choice(c.ids)
+        offset, deadline = 0, time.time() + self.hold
+        while time.time() < deadline:
+            offset += 1
+            c.set_clock_offset(self.node, offset)
+            time.sleep(0.5)
+        self.hold = 0.0
+
+    def stop(self, c):
+        c.set_clock_offset(self.node, 0)
+
+    def affected(self):
+        return []
+
+
 class Kill(Nemesis):
     """kill -9 in turn of the leader, a follower, two nodes, and all nodes; restart."""
     name = "kill"
@@ -217,6 +240,6 @@ class PowerLoss(Nemesis):
             c.start_node(n)
 
 
-ALL = [IsolateLeader, Split, Bridge, OneWay, CrossDcCut, PauseLeader, ClockJump, Kill,
-       KillLeader, RollingKill, PowerLoss]
+ALL = [IsolateLeader, Split, Bridge, OneWay, CrossDcCut, PauseLeader, ClockJump, ClockFast,
+       Kill, KillLeader, RollingKill, PowerLoss]
 BY_NAME = {n.name: n for n in ALL}
