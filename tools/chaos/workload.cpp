@@ -3,6 +3,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <random>
 #include <thread>
@@ -51,6 +52,24 @@ class Process {
         if (r) on_ok(*r, done);
         h_.write(std::move(done));
         return r;
+    }
+    // The same, pipelined: records the invoke and sends the request now; the returned
+    // function waits for the answer and records it. `process` must have no other op
+    // outstanding (the history pairs an invoke with its process's next completion).
+    template <class Req, class Fill>
+    std::function<bool()> start(Client& c, int process, const char* f, const Req& req,
+                                Json fields, Fill on_ok) {
+        Json inv = invoke(process, f, node_.id);
+        inv.update(fields);
+        h_.write(inv);
+        auto future = std::make_shared<decltype(c.call_async(req))>(c.call_async(req));
+        return [this, inv = std::move(inv), future, on_ok] {
+            auto r = future->get();
+            Json done = completion(inv, r ? nullptr : &r.error());
+            if (r) on_ok(*r, done);
+            h_.write(std::move(done));
+            return r.ok();
+        };
     }
     bool coin(double p) { return std::uniform_real_distribution<>(0, 1)(rng_) < p; }
     std::int64_t uniform(std::int64_t lo, std::int64_t hi) {
@@ -129,6 +148,9 @@ class Refresher : Process {
                                  tasks = t.tasks;
                              });
             if (!taken) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+            // The acks and releases of one batch go out together, as a pool of workers
+            // would send them: across datacenters each one waits a quorum round trip.
+            std::vector<std::function<bool()>> answers;
             for (std::size_t i = 0; i < tasks.size(); ++i) {
                 if (coin(o_.abandon_share)) {
                     if (!rod_) {
@@ -145,9 +167,11 @@ class Refresher : Process {
                 }
                 // The call to the token provider.
                 std::this_thread::sleep_for(std::chrono::milliseconds(uniform(0, 10)));
-                if (coin(o_.release_share)) release(*c, tasks[i]);
-                else ack(*c, tasks[i]);
+                const int slot = id_ * 1000 + int(i) + 1;
+                answers.push_back(coin(o_.release_share) ? release(*c, slot, tasks[i])
+                                                         : ack(*c, slot, tasks[i]));
             }
+            for (auto& answer : answers) answer();
         }
     }
 
@@ -158,20 +182,24 @@ class Refresher : Process {
         if (disconnect_t) e["disconnect_t"] = *disconnect_t;
         h_.write(std::move(e));
     }
-    void ack(Client& c, const client::Task& t) {
+    std::function<bool()> ack(Client& c, int process, const client::Task& t) {
         const std::string value = values_.next();
         const std::int64_t time = wall_ms() + o_.refresh_ms + uniform(0, 500);
         client::AckRequest r{.queue = o_.queue, .key = t.key, .lease = t.lease,
                              .payload = msgpack_str(value), .time = time};
-        auto done = run(c, "ack", r,
-                        {{"key", t.key}, {"lease", t.lease}, {"value", value}, {"time", time}},
-                        [](const client::AckResponse& a, Json& e) { e["version"] = a.version; });
-        if (done) ++acks_;
+        auto answer = start(c, process, "ack", r,
+                            {{"key", t.key}, {"lease", t.lease}, {"value", value}, {"time", time}},
+                            [](const client::AckResponse& a, Json& e) { e["version"] = a.version; });
+        return [this, answer] {
+            const bool ok = answer();
+            if (ok) ++acks_;
+            return ok;
+        };
     }
-    void release(Client& c, const client::Task& t) {
+    std::function<bool()> release(Client& c, int process, const client::Task& t) {
         client::ReleaseRequest r{.queue = o_.queue, .key = t.key, .lease = t.lease};
-        run(c, "release", r, {{"key", t.key}, {"lease", t.lease}},
-            [](const client::ReleaseResponse&, Json&) {});
+        return start(c, process, "release", r, {{"key", t.key}, {"lease", t.lease}},
+                     [](const client::ReleaseResponse&, Json&) {});
     }
 
     bool rod_;
