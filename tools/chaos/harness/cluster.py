@@ -4,6 +4,7 @@ Every process is started here and stopped here by its PID. Each node dials every
 through the proxy link named "<from>-<to>" ([node] dial in its config), so the harness can
 cut, delay or throttle each direction of each link. Client links are not proxied.
 """
+import glob
 import json
 import os
 import signal
@@ -11,7 +12,14 @@ import socket
 import subprocess
 import time
 
-LIBFAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+def libfaketime():
+    """Debian's libfaketime (package faketime), wherever the architecture puts it."""
+    found = sorted(glob.glob("/usr/lib/*/faketime/libfaketime.so.1")
+                   + glob.glob("/usr/lib/faketime/libfaketime.so.1"))
+    if not found:
+        raise RuntimeError("libfaketime.so.1 not found: install Debian's faketime package "
+                           "(scripts/install-deps.sh does)")
+    return found[0]
 
 
 def free_port():
@@ -172,7 +180,7 @@ late_share = 0.2
                 self.set_clock_offset(n, 0)
             # Only the wall clock moves: Asio's timers and the Raft ticks run on the
             # monotonic clock, as they would on a machine whose NTP stepped the time.
-            env.update(LD_PRELOAD=LIBFAKETIME, FAKETIME_TIMESTAMP_FILE=self.clock_file(n),
+            env.update(LD_PRELOAD=libfaketime(), FAKETIME_TIMESTAMP_FILE=self.clock_file(n),
                        FAKETIME_DONT_FAKE_MONOTONIC="1", FAKETIME_CACHE_DURATION="1")
         out = os.path.join(self.dir, n, "stdout")
         with open(out, "w") as o, open(os.path.join(self.dir, n, "dueqd.log"), "a") as e:
