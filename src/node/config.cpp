@@ -152,7 +152,9 @@ void parse_dial(const toml::table& node, Config& c, const std::string& source) {
 }
 
 void parse_raft(const toml::table& t, RaftTimings& r, const std::string& source) {
-    check_keys(t, "raft", {"tick_ms", "heartbeat_ms", "election_timeout_ms", "snapshot_entries"},
+    check_keys(t, "raft",
+               {"tick_ms", "heartbeat_ms", "election_timeout_ms", "snapshot_entries",
+                "proposal_timeout_ms"},
                source);
     r.tick_ms = get_int<std::uint32_t>(t, "tick_ms", r.tick_ms, 1, 1000, "raft", source);
     r.heartbeat_ms =
@@ -161,6 +163,9 @@ void parse_raft(const toml::table& t, RaftTimings& r, const std::string& source)
                                                    r.election_timeout_ms, 1, 600'000, "raft", source);
     r.snapshot_entries = get_int<std::uint64_t>(t, "snapshot_entries", r.snapshot_entries, 10,
                                                 1'000'000'000, "raft", source);
+    r.proposal_timeout_ms = get_int<std::uint32_t>(t, "proposal_timeout_ms", 0, 0, 3'600'000,
+                                                   "raft", source);
+    if (r.proposal_timeout_ms == 0) r.proposal_timeout_ms = 3 * r.election_timeout_ms;
     if (r.heartbeat_ms < r.tick_ms)
         fail(source, "[raft] heartbeat_ms (" + std::to_string(r.heartbeat_ms) +
                          ") must be at least tick_ms (" + std::to_string(r.tick_ms) + ")");

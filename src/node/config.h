@@ -29,6 +29,9 @@ struct RaftTimings {
     std::uint32_t heartbeat_ms = 100;
     std::uint32_t election_timeout_ms = 1000;
     std::uint64_t snapshot_entries = 10'000;  // applied entries between snapshots
+    // A proposal not committed within this long is answered `timeout` (outcome unknown).
+    // 0 in the file: 3 x election_timeout_ms.
+    std::uint32_t proposal_timeout_ms = 3000;
 };
 
 struct Config {

@@ -84,6 +84,7 @@ class Node {
     struct Proposal {
         raft::Term term;
         Reply reply;
+        std::int64_t deadline;  // now_ms() after which it is answered `timeout`
     };
     struct Waiter {
         Reply reply;
@@ -125,6 +126,9 @@ class Node {
     bool is_leader() const;
     std::string leader_client_address() const;
     void on_tick();
+    void expire_proposals(std::int64_t now);
+    // This node and the peers its mesh is connected to make a majority.
+    bool reaches_quorum() const;
     void schedule_ready();
     void process_ready();
     void on_persisted(std::uint64_t ticket);

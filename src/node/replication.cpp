@@ -106,6 +106,14 @@ std::string Node::leader_client_address() const {
 }
 
 void Node::propose(queue::Command cmd, Reply reply) {
+    // Links to a majority are down: nothing proposed now could commit. Checked first, so
+    // that a leader cut off from its followers, or a node that knows no leader because
+    // it is alone, says so at once instead of redirecting or waiting for the deadline.
+    if (!reaches_quorum()) {
+        answer_error(reply, Code::no_quorum,
+                     "this node cannot reach a majority of the cluster; not applied");
+        return;
+    }
     if (!is_leader()) {
         answer_error(reply, Code::not_leader,
                      leader_client_address().empty() ? "no leader is known yet; retry shortly"
@@ -127,13 +135,35 @@ void Node::propose(queue::Command cmd, Reply reply) {
         reply = Reply{};
     }
 #endif
-    proposals_[index.value()] = Proposal{raft_->term(), std::move(reply)};
+    proposals_[index.value()] =
+        Proposal{raft_->term(), std::move(reply), now_ms() + config_.raft.proposal_timeout_ms};
     schedule_ready();
+}
+
+bool Node::reaches_quorum() const {
+    if (!mesh_) return true;
+    std::size_t reached = 1;
+    for (std::size_t i = 0; i < config_.members.size(); ++i)
+        if (i + 1 != raft_id_ && mesh_->connected(i + 1)) ++reached;
+    return 2 * reached > config_.members.size();
+}
+
+// Proposals are made in index order with a clock that does not go back, so their
+// deadlines grow with the index: the sweep stops at the first one still in time.
+void Node::expire_proposals(std::int64_t now) {
+    while (!proposals_.empty() && proposals_.begin()->second.deadline <= now) {
+        answer_error(proposals_.begin()->second.reply, Code::timeout,
+                     "not committed within " + std::to_string(config_.raft.proposal_timeout_ms) +
+                         " ms; it may or may not be applied later");
+        proposals_.erase(proposals_.begin());
+    }
 }
 
 void Node::on_tick() {
     if (stopped_) return;
-    raft_->tick(raft::Millis(now_ms()));
+    const auto now = now_ms();
+    raft_->tick(raft::Millis(now));
+    expire_proposals(now);
     if (mesh_)
         transfer_.pump([this](std::uint64_t to, std::string p) { return mesh_->send(to, std::move(p)); },
                        [this](std::uint64_t peer) { return mesh_->queued_bytes(peer); });
@@ -392,8 +422,11 @@ void Node::install_snapshot(const raft::Snapshot& snap) {
     request_checkpoint(snap.meta, [this](std::shared_ptr<const storage::Checkpoint> cp) {
         if (cp->meta() == log_.snapshot().meta) checkpoint_ = std::move(cp);
     });
+    // A snapshot replaced the log: whether these entries are in it cannot be told here.
     for (auto& [index, p] : proposals_)
-        answer_error(p.reply, Code::not_leader, "leadership changed; outcome unknown");
+        answer_error(p.reply, Code::timeout,
+                     "a snapshot replaced the log before this was seen to commit; it may or "
+                     "may not be applied");
     proposals_.clear();
     spdlog::info("installed snapshot at index {} (term {}): {} tasks", snap.meta.index,
                  snap.meta.term, tasks);

@@ -70,3 +70,12 @@ TEST_CASE("[node] dial overrides where this node dials a member, and is checked"
     CHECK(error_of("[node]\nid = \"n1\"\ndial = { n2 = 5 }\n" + cluster).find("dial.n2") !=
           std::string::npos);
 }
+
+TEST_CASE("[raft] proposal_timeout_ms defaults to three election timeouts") {
+    CHECK(parse_config("[raft]\nelection_timeout_ms = 500\n", "t").raft.proposal_timeout_ms ==
+          1500);
+    CHECK(parse_config("[raft]\nproposal_timeout_ms = 250\n", "t").raft.proposal_timeout_ms ==
+          250);
+    CHECK(error_of("[raft]\nproposal_timeout_ms = -1\n").find("proposal_timeout_ms") !=
+          std::string::npos);
+}
