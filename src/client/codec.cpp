@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "client/msgpack_check.h"
+#include "net/utf8.h"
 
 namespace dueq::client {
 namespace {
@@ -43,7 +44,7 @@ public:
     bool key_field(std::string_view name, std::string_view k) {
         if (k.empty()) return false;
         key(name);
-        if (valid_utf8(k)) {
+        if (net::valid_utf8(k)) {
             pk_.pack_str(static_cast<uint32_t>(k.size()));
             pk_.pack_str_body(k.data(), static_cast<uint32_t>(k.size()));
         } else {
@@ -91,25 +92,6 @@ private:
         ++count_;
         pk_.pack_str(static_cast<uint32_t>(name.size()));
         pk_.pack_str_body(name.data(), static_cast<uint32_t>(name.size()));
-    }
-    // Lead bytes only; overlong forms are not worth refusing here, this only picks str/bin.
-    static bool valid_utf8(std::string_view s) {
-        std::size_t i = 0;
-        while (i < s.size()) {
-            const auto c = static_cast<unsigned char>(s[i]);
-            std::size_t extra = 0;
-            if (c < 0x80) extra = 0;
-            else if (c >= 0xc2 && c <= 0xdf) extra = 1;
-            else if ((c & 0xf0) == 0xe0) extra = 2;
-            else if (c >= 0xf0 && c <= 0xf4) extra = 3;
-            else return false;
-            if (s.size() - i - 1 < extra) return false;
-            for (std::size_t j = 1; j <= extra; ++j) {
-                if ((static_cast<unsigned char>(s[i + j]) & 0xc0) != 0x80) return false;
-            }
-            i += extra + 1;
-        }
-        return true;
     }
 
     msgpack::sbuffer fields_;

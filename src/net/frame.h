@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 
+#include "net/utf8.h"
 #include "queue/command.h"
 
 namespace dueq::net {
@@ -30,6 +31,11 @@ class FrameBuilder {
         pk_.pack_str(std::uint32_t(k.size())), pk_.pack_str_body(k.data(), std::uint32_t(k.size()));
     }
     void str(std::string_view s) { key(s); }
+    // A task key: str when it is valid UTF-8, bin otherwise (utf8.h says why).
+    void key_bytes(std::string_view k) {
+        if (valid_utf8(k)) return str(k);
+        pk_.pack_bin(std::uint32_t(k.size())), pk_.pack_bin_body(k.data(), std::uint32_t(k.size()));
+    }
     void raw(std::string_view encoded) { buf_.write(encoded.data(), encoded.size()); }
     // Starts {"id": id, "ok": true, ...}: `extra` more fields must follow.
     void begin_ok(std::uint64_t id, std::uint32_t extra);

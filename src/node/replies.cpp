@@ -28,7 +28,7 @@ std::string get_reply(std::uint64_t id, const queue::TaskView& t) {
     const bool taken = t.status == queue::Status::taken;
     f.pk().pack_map(taken ? 7 : 6);
     f.key("key");
-    f.str(t.key);
+    f.key_bytes(t.key);
     f.key("payload");
     f.raw(t.payload);
     f.key("status");
@@ -184,7 +184,7 @@ std::string result_reply(std::uint64_t id, net::Op op, const queue::Result& r) {
             for (const auto& t : r.tasks) {
                 f.pk().pack_map(6);
                 f.key("key");
-                f.str(t.key);
+                f.key_bytes(t.key);
                 f.key("payload");
                 f.raw(t.payload);
                 f.key("time");

@@ -3,6 +3,7 @@
 #include <msgpack.hpp>
 
 #include "net/request.h"
+#include "net/utf8.h"
 
 using namespace dueq::net;
 using dueq::queue::Code;
@@ -151,4 +152,21 @@ TEST_CASE("frames that are not one msgpack map are refused") {
           std::string::npos);
     CHECK(err(Req().f("op", std::string("ping")).bytes()).message.find("'id'") !=
           std::string::npos);
+}
+
+TEST_CASE("valid_utf8 is strict: overlong forms, surrogates and code points past U+10FFFF fail") {
+    using dueq::net::valid_utf8;
+    CHECK(valid_utf8(""));
+    CHECK(valid_utf8("token-1"));
+    CHECK(valid_utf8("\xc3\xa9t\xc3\xa9"));        // été
+    CHECK(valid_utf8("\xe2\x82\xac"));              // €
+    CHECK(valid_utf8("\xf0\x9f\x94\x91"));          // U+1F511
+    CHECK(valid_utf8("\xf4\x8f\xbf\xbf"));          // U+10FFFF
+    CHECK_FALSE(valid_utf8("\xff\xfe"));
+    CHECK_FALSE(valid_utf8("\xc0\xaf"));            // overlong '/'
+    CHECK_FALSE(valid_utf8("\xe0\x80\xaf"));        // overlong
+    CHECK_FALSE(valid_utf8("\xed\xa0\x80"));        // surrogate U+D800
+    CHECK_FALSE(valid_utf8("\xf4\x90\x80\x80"));    // U+110000
+    CHECK_FALSE(valid_utf8("\xe2\x82"));            // truncated
+    CHECK_FALSE(valid_utf8("a\x80"));               // stray continuation byte
 }

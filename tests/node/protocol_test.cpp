@@ -2,6 +2,8 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <cstring>
+#include <map>
 #include <random>
 #include <set>
 
@@ -262,4 +264,50 @@ TEST_CASE("with auth_token set, only ping and hello work before a hello with the
     CHECK(c.call("put", 7, {{"key", c.str("k")}, {"payload", c.obj(1)}}).ok());
     RawClient other(node.port());  // authorization is per connection
     CHECK(other.call("stats", 1).error_code() == "unauthorized");
+}
+
+TEST_CASE("a key comes back as str when it is valid UTF-8 and as bin otherwise") {
+    TestNode node("key-types");
+    RawClient c(node.port());
+    auto bin = [&](const std::string& bytes) {
+        msgpack::object o;
+        o.type = msgpack::type::BIN;
+        char* p = static_cast<char*>(c.zone.allocate_align(bytes.size()));
+        std::memcpy(p, bytes.data(), bytes.size());
+        o.via.bin.ptr = p;
+        o.via.bin.size = std::uint32_t(bytes.size());
+        return o;
+    };
+    const std::string raw = "tok-\xff\xfe";  // not UTF-8: a strict decoder refuses it as str
+    REQUIRE(c.call("put", 1, {{"key", bin(raw)}, {"payload", c.str("v")}}).ok());
+    REQUIRE(c.call("put", 2, {{"key", bin("plain")}, {"payload", c.str("w")}}).ok());
+
+    auto key_of = [](const msgpack::object& task) {
+        std::map<std::string, msgpack::object> fields;
+        task.convert(fields);
+        return fields.at("key");
+    };
+    auto got = c.call("get", 3, {{"key", bin(raw)}});
+    REQUIRE(got.ok());
+    const auto k = key_of(*got.find("task"));
+    CHECK(k.type == msgpack::type::BIN);
+    CHECK(std::string(k.via.bin.ptr, k.via.bin.size) == raw);
+    // Valid UTF-8 sent as bin comes back as str: the reply carries what the key is.
+    auto plain = c.call("get", 4, {{"key", bin("plain")}});
+    REQUIRE(plain.ok());
+    CHECK(key_of(*plain.find("task")).type == msgpack::type::STR);
+
+    auto take = c.call("take", 5, {{"count", c.obj(2)}});
+    REQUIRE(take.ok());
+    const auto* tasks = take.find("tasks");
+    REQUIRE(tasks->via.array.size == 2);
+    int bins = 0;
+    for (std::uint32_t i = 0; i < 2; ++i) {
+        const auto t = key_of(tasks->via.array.ptr[i]);
+        if (t.type == msgpack::type::BIN) {
+            ++bins;
+            CHECK(std::string(t.via.bin.ptr, t.via.bin.size) == raw);
+        }
+    }
+    CHECK(bins == 1);
 }
