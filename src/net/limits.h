@@ -13,6 +13,7 @@ struct Limits {
     std::size_t max_payload_bytes = 1u << 20;
     std::size_t max_queue_name_bytes = 256;
     std::uint32_t max_take_count = 1000;
+    std::size_t max_waiting_takes = 100'000;  // blocking takes parked on one node
     int max_depth = 32;
 };
 

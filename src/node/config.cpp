@@ -267,7 +267,9 @@ Config parse_config(const std::string& text, const std::string& source) {
 
     const auto& limits = section("limits");
     check_keys(limits, "limits",
-               {"max_frame_bytes", "max_key_bytes", "max_payload_bytes", "max_take_count"}, source);
+               {"max_frame_bytes", "max_key_bytes", "max_payload_bytes", "max_take_count",
+                "max_waiting_takes"},
+               source);
     auto& l = c.limits;
     l.max_frame_bytes = get_int<std::size_t>(limits, "max_frame_bytes", l.max_frame_bytes, 1024,
                                              1u << 30, "limits", source);
@@ -275,6 +277,8 @@ Config parse_config(const std::string& text, const std::string& source) {
         get_int<std::size_t>(limits, "max_key_bytes", l.max_key_bytes, 1, 65535, "limits", source);
     l.max_payload_bytes = get_int<std::size_t>(limits, "max_payload_bytes", l.max_payload_bytes, 1,
                                                1u << 30, "limits", source);
+    l.max_waiting_takes = get_int<std::size_t>(limits, "max_waiting_takes", l.max_waiting_takes,
+                                               1, 100'000'000, "limits", source);
     l.max_take_count = get_int<std::uint32_t>(limits, "max_take_count", l.max_take_count, 1,
                                               1'000'000, "limits", source);
     if (l.max_payload_bytes + l.max_key_bytes + 1024 > l.max_frame_bytes)

@@ -1,5 +1,7 @@
 #include "node/node.h"
 
+#include <limits>
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -31,6 +33,7 @@ Node::Node(asio::io_context& io, Config config)
       config_(std::move(config)),
       tick_timer_(io),
       campaign_timer_(io),
+      waiters_(config_.limits.max_waiting_takes),
       timer_(io) {
     store_ = make_store();
 }
@@ -300,22 +303,36 @@ void Node::answer_error(const Reply& reply, queue::Code code, const std::string&
 }
 
 void Node::wait_for_task(Reply reply, queue::Take take, std::int64_t deadline) {
-    waiters_[take.queue].push_back(Waiter{std::move(reply), std::move(take), deadline});
+    if (waiters_.full()) {
+        answer_error(reply, Code::unavailable,
+                     "too many blocking takes are waiting on this node ([limits] "
+                     "max_waiting_takes); not applied, retry later");
+        return;
+    }
+    waiters_.park({std::move(reply), std::move(take), deadline});
     arm_timer();
 }
 
 void Node::wake_waiters(const std::string& queue) {
-    auto& list = waiters_[queue];
-    if (list.empty()) return;
-    // A follower holds no waiters: they were the leader's, and now learn where it went.
-    if (is_leader() && !store_->has_due(queue, store_now())) return;
-    // Every waiter proposes its take; those that come back empty wait again.
-    std::deque<Waiter> woken;
-    woken.swap(list);
-    for (auto& w : woken) {
+    // A follower holds no waiters: they were the leader's, and learn where it went.
+    std::uint64_t tasks = std::numeric_limits<std::uint64_t>::max();
+    if (is_leader()) {
+        auto& claims = wake_claims_[queue];
+        claims.erase(claims.begin(), claims.upper_bound(applied_.index));
+        std::uint64_t claimed = 0;
+        for (const auto& [index, count] : claims) claimed += count;
+        const auto due = store_->count_due(queue, store_now(), claimed + config_.limits.max_take_count);
+        if (claims.empty()) wake_claims_.erase(queue);
+        if (due <= claimed) return;
+        tasks = due - claimed;
+    }
+    for (auto& w : waiters_.pop(queue, tasks)) {
         auto c = w.reply.conn.lock();
         if (!c || !c->open()) continue;
+        const auto count = w.take.count;
+        last_proposed_ = 0;
         propose(std::move(w.take), std::move(w.reply));
+        if (last_proposed_ != 0 && is_leader()) wake_claims_[queue][last_proposed_] = count;
     }
 }
 
@@ -335,21 +352,8 @@ void Node::on_timer() {
             propose(queue::Advance{}, Reply{});
         }
     }
-    for (auto it = waiters_.begin(); it != waiters_.end();) {
-        auto& [queue, list] = *it;
-        std::deque<Waiter> keep;
-        for (auto& w : list) {
-            auto c = w.reply.conn.lock();
-            if (!c || !c->open()) continue;
-            if (w.deadline <= now)
-                answer(w.reply, queue::Result{});
-            else
-                keep.push_back(std::move(w));
-        }
-        list.swap(keep);
-        wake_waiters(queue);
-        it = list.empty() ? waiters_.erase(it) : std::next(it);
-    }
+    for (auto& w : waiters_.expire(now)) answer(w.reply, queue::Result{});
+    for (const auto& queue : waiters_.queues()) wake_waiters(queue);
     arm_timer();
 }
 
@@ -368,9 +372,7 @@ void Node::arm_timer() {
             if (pending && *pending <= seen) earliest(last_advance_ms_ + kAdvanceEveryMs);
         }
     }
-    for (const auto& [queue, list] : waiters_)
-        for (const auto& w : list)
-            earliest(w.deadline);
+    if (auto d = waiters_.earliest_deadline()) earliest(*d);
     if (!at) return;
     const std::int64_t now = now_ms();
     if (timer_at_ != 0 && timer_at_ <= *at) return;

@@ -38,6 +38,7 @@
 #include "node/clock.h"
 #include "node/config.h"
 #include "node/snapshot_transfer.h"
+#include "node/take_waiters.h"
 #include "queue/store.h"
 #include "raft/raft.h"
 #include "storage/database.h"
@@ -74,22 +75,10 @@ class Node {
     const queue::Store& store() const { return *store_; }
 
   private:
-    // Where the answer to a command goes once it is applied.
-    struct Reply {
-        std::weak_ptr<net::Connection> conn;
-        std::uint64_t id = 0;
-        net::Op op = net::Op::ping;
-        std::optional<std::int64_t> wait_until;  // a blocking take that may wait again
-    };
     struct Proposal {
         raft::Term term;
         Reply reply;
         std::int64_t deadline;  // now_ms() after which it is answered `timeout`
-    };
-    struct Waiter {
-        Reply reply;
-        queue::Take take;
-        std::int64_t deadline;
     };
     struct Session {
         int connections = 0;
@@ -176,7 +165,12 @@ class Node {
 
     std::uint64_t next_session_ = 0;
     std::unordered_map<std::uint64_t, Session> sessions_;
-    std::map<std::string, std::deque<Waiter>> waiters_;  // blocking takes, per queue
+    TakeWaiters waiters_;  // blocking takes parked on the leader
+    // Takes of woken waiters proposed and not applied yet, per queue: log index -> the
+    // tasks they asked for. Waking counts them against the due tasks, so a put that
+    // makes one task due wakes one take, however many Readies pass before it applies.
+    std::map<std::string, std::map<raft::Index, std::uint32_t>> wake_claims_;
+    raft::Index last_proposed_ = 0;  // index of the last successful propose()
     boost::asio::steady_timer timer_;
     std::int64_t timer_at_ = 0;  // time the timer is set for (0: unset)
     std::int64_t events_seen_until_ = 0;  // store events up to this time were handled

@@ -135,6 +135,7 @@ void Node::propose(queue::Command cmd, Reply reply) {
         reply = Reply{};
     }
 #endif
+    last_proposed_ = index.value();
     proposals_[index.value()] =
         Proposal{raft_->term(), std::move(reply), now_ms() + config_.raft.proposal_timeout_ms};
     schedule_ready();
@@ -249,8 +250,7 @@ void Node::finish_ready() {
     if (rd.snapshot_wanted) take_checkpoint();
     raft_->advance(rd);
     if (wrote || rd.role != raft::Role::leader) {
-        for (auto& [queue, list] : waiters_)
-            if (!list.empty()) wake_waiters(queue);
+        for (const auto& queue : waiters_.queues()) wake_waiters(queue);
     }
     arm_timer();
     process_ready();

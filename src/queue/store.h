@@ -92,6 +92,9 @@ class Store {
     // such pending transition; O(log n) once advanced). May say true for a task that the
     // take buries because max_attempts was lowered below its attempts.
     bool has_due(std::string_view queue, Millis now) const;
+    // How many tasks a take at `now` could hand out (what has_due() looks at), counted up
+    // to `limit`: the leader wakes that many blocking takes, not every one.
+    std::uint64_t count_due(std::string_view queue, Millis now, std::uint64_t limit) const;
 
     // Bytes the store holds beyond keys and payloads (task records, index nodes,
     // hash buckets), by its own accounting.

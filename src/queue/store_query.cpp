@@ -157,6 +157,24 @@ bool Store::has_due(std::string_view queue, Millis now) const {
     return false;
 }
 
+std::uint64_t Store::count_due(std::string_view queue, Millis now, std::uint64_t limit) const {
+    const Queue* q = impl_->find_queue(queue);
+    if (q == nullptr) return 0;
+    now = std::max(now, impl_->now);
+    const Millis horizon = sat_add(now, q->settings.lead_ms);
+    std::uint64_t n = 0;
+    for (auto it = q->ready.begin(); n < limit && it != q->ready.end() && it->time <= horizon;
+         ++it)
+        ++n;
+    const std::uint32_t max = q->settings.max_attempts;
+    for (auto it = q->taken.begin(); n < limit && it != q->taken.end() && it->aux <= now; ++it)
+        if (!(max != 0 && it->attempts >= max) && it->time <= horizon) ++n;
+    for (auto it = q->delayed.begin(); n < limit && it != q->delayed.end() && it->aux <= now;
+         ++it)
+        if (it->time <= horizon) ++n;
+    return n;
+}
+
 std::size_t Store::overhead_bytes() const {
     // Node sizes of the standard containers are estimates (three pointers and a color
     // for a tree node, one pointer plus the hash for an unordered node).

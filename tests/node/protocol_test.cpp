@@ -311,3 +311,35 @@ TEST_CASE("a key comes back as str when it is valid UTF-8 and as bin otherwise")
     }
     CHECK(bins == 1);
 }
+
+TEST_CASE("20,000 parked takes: one put wakes one of them and adds one take to the log") {
+    TestNode node("many-waiters");
+    RawClient c(node.port());
+    auto applied = [&](std::uint64_t id) { return c.call("status", id).u("applied_index"); };
+    constexpr std::uint64_t kParked = 20'000;
+    const auto t0 = steady_clock::now();
+    for (std::uint64_t i = 0; i < kParked; ++i)
+        c.send("take", 100 + i, {{"queue", c.str("jobs")}, {"timeout_ms", c.obj(120'000)}});
+    // Answered after every take before it was parked (one connection, in order).
+    const auto before = applied(1);
+    WARN("parking " << kParked << " takes and a status round trip took "
+                    << duration_cast<milliseconds>(steady_clock::now() - t0).count() << " ms");
+    c.send("put", 2, {{"queue", c.str("jobs")}, {"key", c.str("k")}, {"payload", c.str("v")}});
+    std::size_t handed_out = 0;
+    bool put_ok = false;
+    while (!put_ok || handed_out == 0) {
+        auto r = c.read();
+        REQUIRE(r);
+        if (r->id() == 2) {
+            put_ok = r->ok();
+            continue;
+        }
+        REQUIRE(r->ok());
+        handed_out += r->find("tasks")->via.array.size;
+    }
+    CHECK(handed_out == 1);
+    // The put, and the one take it woke; every other waiter stays parked.
+    const auto after = applied(3);
+    CHECK(after - before <= 3);
+    CHECK(c.call("ping", 4).ok());
+}

@@ -1,0 +1,74 @@
+// Blocking takes parked on the leader until a task comes due or their timeout runs out.
+//
+// Every operation is O(log n) in the number of parked takes: the earliest deadline is
+// the front of an ordered set, expiring walks only what expired, and waking pops from the
+// front of the queue's arrival order only as many takes as there are tasks to hand out.
+// (A list walked on every event stalled the loop for 500 ms with 20,000 parked takes, and
+// one put woke all of them into 20,000 log entries.)
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "net/request.h"
+#include "queue/command.h"
+
+namespace dueq::net {
+class Connection;
+}
+
+namespace dueq::node {
+
+// Where the answer to a command goes once it is applied.
+struct Reply {
+    std::weak_ptr<net::Connection> conn;
+    std::uint64_t id = 0;
+    net::Op op = net::Op::ping;
+    std::optional<std::int64_t> wait_until;  // a blocking take that may wait again
+};
+
+class TakeWaiters {
+  public:
+    struct Waiter {
+        Reply reply;
+        queue::Take take;
+        std::int64_t deadline;
+    };
+
+    explicit TakeWaiters(std::size_t capacity) : capacity_(capacity) {}
+
+    std::size_t size() const { return by_id_.size(); }
+    bool full() const { return by_id_.size() >= capacity_; }
+    void park(Waiter w);
+    std::optional<std::int64_t> earliest_deadline() const;
+    // Removes and returns every waiter whose deadline is at or before `now`.
+    std::vector<Waiter> expire(std::int64_t now);
+    // The queues that have waiters.
+    std::vector<std::string> queues() const;
+    // Removes and returns the waiters of `queue` in arrival order, as long as the tasks
+    // they asked for so far are fewer than `tasks`.
+    std::vector<Waiter> pop(const std::string& queue, std::uint64_t tasks);
+
+  private:
+    struct Fifo {
+        std::deque<std::uint64_t> ids;  // may hold ids that already left by_id_
+        std::size_t live = 0;
+    };
+    void forget(const std::string& queue);  // after a waiter of `queue` left by_id_
+
+    std::size_t capacity_;
+    std::uint64_t next_id_ = 1;
+    std::unordered_map<std::uint64_t, Waiter> by_id_;
+    std::set<std::pair<std::int64_t, std::uint64_t>> by_deadline_;
+    std::map<std::string, Fifo, std::less<>> fifo_;
+};
+
+}  // namespace dueq::node
