@@ -16,7 +16,7 @@ looks fine).
 """
 import bisect
 
-from .history import WRITES
+from .history import WRITES, running_max
 from .report import Check
 
 
@@ -49,13 +49,8 @@ class Supersessions:
         for key, ops in h.by_key.items():
             oks = sorted((op for op in ops if op.outcome == "ok"
                           and (op.f in WRITES or op.f == "delete")), key=lambda o: o.t_done)
-            best, latest = None, []
-            for op in oks:
-                if best is None or op.t_inv > best.t_inv:
-                    best = op
-                latest.append(best)
             self.done[key] = [op.t_done for op in oks]
-            self.latest[key] = latest
+            self.latest[key] = running_max(oks, lambda op: op.t_inv)
 
     def last_before(self, key, t):
         i = bisect.bisect_left(self.done.get(key, ()), t)

@@ -323,3 +323,16 @@ def _build_leases(h):
     h.lease_by_id = by_id
     for lst in h.leases_by_key.values():
         lst.sort(key=lambda x: x.lease)
+
+
+def running_max(items, key):
+    """out[i] is the item of items[:i + 1] with the largest key(item) (the first on ties):
+    with items sorted by time, "which one, among those before T, is the largest" becomes
+    one bisect."""
+    out, best = [], None
+    for item in items:
+        if best is None or key(item) > key(best):
+            best = item
+        out.append(best)
+    return out
+

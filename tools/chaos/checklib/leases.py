@@ -5,7 +5,7 @@ a server whose clock jumped must not be able to vouch for itself.
 """
 import bisect
 
-from .history import INF
+from .history import INF, running_max
 from .report import Check
 
 
@@ -139,12 +139,7 @@ def _stale_acks(h, c):
     grants = {}
     for key, lst in h.leases_by_key.items():
         by_ok = sorted(lst, key=lambda x: x.ok_t)
-        best, pref = None, []
-        for L in by_ok:
-            if best is None or L.lease > best.lease:
-                best = L
-            pref.append(best)
-        grants[key] = ([L.ok_t for L in by_ok], pref)
+        grants[key] = ([L.ok_t for L in by_ok], running_max(by_ok, lambda L: L.lease))
     voids = {}
     for op in h.ops:
         if op.f not in ("ack", "release") or op.outcome != "ok":
@@ -165,12 +160,7 @@ def _stale_acks(h, c):
         if key not in voids:
             ws = sorted((w for w in writes_that_void(h, key) if w.outcome == "ok"),
                         key=lambda w: w.t_done)
-            best, pref = None, []
-            for w in ws:
-                if best is None or w.t_inv > best.t_inv:
-                    best = w
-                pref.append(best)
-            voids[key] = ([w.t_done for w in ws], pref)
+            voids[key] = ([w.t_done for w in ws], running_max(ws, lambda w: w.t_inv))
         times, pref = voids[key]
         i = bisect.bisect_left(times, op.t_inv)
         if i and pref[i - 1].t_inv > A.ok_t:
