@@ -43,6 +43,7 @@ class Run:
         self.findings = []
         self.windows = []
         self.nemesis_log = open(os.path.join(self.dir, "nemesis.jsonl"), "w")
+        self.node_ids = []
 
     def say(self, msg):
         print(f"[{self.scenario} {time.time() - self.t0:7.1f}s] {msg}", flush=True)
@@ -65,6 +66,7 @@ class Run:
         c = Cluster(a.build, os.path.join(self.dir, "cluster"), plant=a.plant,
                     power_cut=needs.get("power_cut", False), faketime=needs.get("faketime", False),
                     grace_ms=a.grace_ms, ttr_ms=a.ttr_ms, log=self.say)
+        self.node_ids = c.ids
         workload = None
         try:
             c.start_proxy(self.seed)
@@ -179,8 +181,7 @@ class Run:
             f.write("\n".join(text) + "\n")
         print("\n".join(text), flush=True)
         if not self.args.keep:
-            shutil.rmtree(os.path.join(self.dir, "cluster", "n1", "data"), ignore_errors=True)
-            for n in ("n2", "n3"):
+            for n in self.node_ids:
                 shutil.rmtree(os.path.join(self.dir, "cluster", n, "data"), ignore_errors=True)
         return out
 

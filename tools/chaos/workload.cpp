@@ -41,33 +41,38 @@ class Process {
         : o_(o), h_(h), id_(id), node_(node), values_{id}, rng_(o.seed * 7919 + id) {}
 
   protected:
-    // Records invoke and completion around one call; returns the result.
-    template <class Req, class Fill>
-    auto run(Client& c, const char* f, const Req& req, Json fields, Fill on_ok) {
-        Json inv = invoke(id_, f, node_.id);
-        inv.update(fields);
-        h_.write(inv);
-        auto r = c.call(req);
-        Json done = completion(inv, r ? nullptr : &r.error());
-        if (r) on_ok(*r, done);
-        h_.write(std::move(done));
-        return r;
-    }
-    // The same, pipelined: records the invoke and sends the request now; the returned
-    // function waits for the answer and records it. `process` must have no other op
-    // outstanding (the history pairs an invoke with its process's next completion).
-    template <class Req, class Fill>
-    std::function<bool()> start(Client& c, int process, const char* f, const Req& req,
-                                Json fields, Fill on_ok) {
+    // Records the invoke of an op by `process`; end() records its completion.
+    Json begin(int process, const char* f, Json fields) {
         Json inv = invoke(process, f, node_.id);
         inv.update(fields);
         h_.write(inv);
+        return inv;
+    }
+    template <class R, class Fill>
+    void end(const Json& inv, const R& r, Fill on_ok) {
+        Json done = completion(inv, r ? nullptr : &r.error());
+        if (r) on_ok(*r, done);
+        h_.write(std::move(done));
+    }
+    // One call, invoke to completion; returns the result.
+    template <class Req, class Fill>
+    auto run(Client& c, const char* f, const Req& req, Json fields, Fill on_ok) {
+        const Json inv = begin(id_, f, std::move(fields));
+        auto r = c.call(req);
+        end(inv, r, on_ok);
+        return r;
+    }
+    // The same, pipelined: sends the request now; the returned function waits for the
+    // answer and records it. `process` must have no other op outstanding (the history
+    // pairs an invoke with its process's next completion).
+    template <class Req, class Fill>
+    std::function<bool()> start(Client& c, int process, const char* f, const Req& req,
+                                Json fields, Fill on_ok) {
+        Json inv = begin(process, f, std::move(fields));
         auto future = std::make_shared<decltype(c.call_async(req))>(c.call_async(req));
         return [this, inv = std::move(inv), future, on_ok] {
             auto r = future->get();
-            Json done = completion(inv, r ? nullptr : &r.error());
-            if (r) on_ok(*r, done);
-            h_.write(std::move(done));
+            end(inv, r, on_ok);
             return r.ok();
         };
     }
