@@ -66,15 +66,21 @@ inline bool read_bool(const msgpack::object& o, bool* out) {
     return true;
 }
 
+// Any number: msgpack-c packs a double that holds an integer as an integer, up to 2^64.
 inline bool read_double(const msgpack::object& o, double* out) {
     if (o.type == msgpack::type::FLOAT64 || o.type == msgpack::type::FLOAT32) {
         *out = o.via.f64;
         return true;
     }
-    std::int64_t i = 0;
-    if (!read_int(o, &i)) return false;
-    *out = static_cast<double>(i);
-    return true;
+    if (o.type == msgpack::type::POSITIVE_INTEGER) {
+        *out = static_cast<double>(o.via.u64);
+        return true;
+    }
+    if (o.type == msgpack::type::NEGATIVE_INTEGER) {
+        *out = static_cast<double>(o.via.i64);
+        return true;
+    }
+    return false;
 }
 
 // str or bin: keys and payloads are bytes, but a hand-written log may use str.

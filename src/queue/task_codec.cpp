@@ -77,12 +77,14 @@ bool decode_queue(const msgpack::object& o, DecodedQueue* q) {
     const msgpack::object* a = detail::array_items(o, &n);
     if (n != 7) return false;
     auto& d = q->declared;
+    // late_share as Declare accepts it (0..1): any other value, NaN included, is corrupt.
     return detail::read_string(a[0], &q->name) && !q->name.empty() &&
            detail::read_optional(a[1], &d.lead_ms, detail::read_int) &&
            detail::read_optional(a[2], &d.ttr_ms, detail::read_int) &&
            detail::read_optional(a[3], &d.retention_ms, detail::read_int) &&
            detail::read_optional(a[4], &d.max_attempts, detail::read_uint_as<std::uint32_t>) &&
            detail::read_optional(a[5], &d.late_share, detail::read_double) &&
+           (!d.late_share || (*d.late_share >= 0.0 && *d.late_share <= 1.0)) &&
            detail::read_int(a[6], &q->late_credit);
 }
 

@@ -113,6 +113,17 @@ TEST_CASE("Touch, Ack and Release round-trip", "[queue][codec]") {
     CHECK(r.delay_ms == 250);
 }
 
+TEST_CASE("a late_share msgpack-c packs as an unsigned integer over 2^63 round-trips",
+          "[queue][codec]") {
+    // Found by fuzz/fuzz_command: msgpack-c packs a double holding an integer as an
+    // integer, and the decoder took only integers up to INT64_MAX.
+    Declare d{"q"};
+    d.late_share = 1e19;
+    CHECK(round_trip(d).late_share == 1e19);
+    d.late_share = -2.0;
+    CHECK(round_trip(d).late_share == -2.0);
+}
+
 TEST_CASE("large payloads round-trip", "[queue][codec]") {
     std::string big(1 << 20, '\x42');
     CHECK(round_trip(Put{"q", "k", big}).payload == big);

@@ -2,7 +2,10 @@
 // store that then behaves exactly like the one that never restarted.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <map>
+
+#include <msgpack.hpp>
 
 #include "queue/store.h"
 
@@ -199,4 +202,36 @@ TEST_CASE("records that do not decode are refused", "[queue][persist]") {
     CHECK(t.get("q", "a")->payload == "p");
     CHECK(t.load_task("q", "a", task));  // loading a key twice replaces it
     CHECK(t.task_count() == 1);
+}
+
+TEST_CASE("a meta record whose late_share Declare would refuse is refused", "[queue][persist]") {
+    // Found by fuzz/fuzz_records: a meta with late_share 1e19 loaded, and the store then
+    // wrote a meta it could not load again (msgpack-c packs 1e19 as an unsigned
+    // integer); one with 2^64 made msgpack-c's packer convert 2^64 to uint64_t
+    // (undefined behaviour) when the store wrote its meta.
+    auto meta = [](auto pack_share) {
+        msgpack::sbuffer buf;
+        msgpack::packer<msgpack::sbuffer> p(buf);
+        p.pack_array(4);
+        p.pack(1), p.pack(T0), p.pack(1);
+        p.pack_array(1);
+        p.pack_array(7);
+        p.pack(std::string("q"));
+        for (int i = 0; i < 4; ++i)
+            p.pack_nil();
+        pack_share(p);
+        p.pack(0);
+        return std::string(buf.data(), buf.size());
+    };
+    Store s;
+    CHECK_FALSE(s.load_meta(meta([](auto& p) { p.pack_float(1e19f); })));
+    CHECK_FALSE(s.load_meta(meta([](auto& p) { p.pack_double(1e19); })));
+    CHECK_FALSE(s.load_meta(meta([](auto& p) { p.pack_float(18446744073709551616.0f); })));
+    CHECK_FALSE(s.load_meta(meta([](auto& p) { p.pack_double(std::nan("")); })));
+    CHECK_FALSE(s.load_meta(meta([](auto& p) { p.pack_double(-0.5); })));
+    CHECK(s.queue_names().empty());
+    REQUIRE(s.load_meta(meta([](auto& p) { p.pack_double(1.0); })));
+    REQUIRE(s.load_meta(meta([](auto& p) { p.pack_double(0.25); })));
+    auto t = reload(s);
+    CHECK(t->encode_meta() == s.encode_meta());
 }
