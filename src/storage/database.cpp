@@ -82,6 +82,15 @@ std::optional<std::string_view> unseal(std::string_view record, std::string_view
     return record.substr(4);
 }
 
+std::optional<raft::Entry> decode_log_record(std::string_view key, std::string_view value) {
+    if (key.size() != 8) return std::nullopt;
+    auto b = unseal(value, key);
+    if (!b || b->size() < 17 || std::uint8_t((*b)[16]) > std::uint8_t(raft::EntryType::noop))
+        return std::nullopt;
+    return raft::Entry{get_be64(*b), get_be64(key), get_be64(b->substr(8)),
+                       raft::EntryType(std::uint8_t((*b)[16])), std::string(b->substr(17))};
+}
+
 std::string task_key(std::string_view queue, std::string_view key) {
     std::string k{char(queue.size() >> 8), char(queue.size())};
     k.append(queue);
@@ -169,15 +178,15 @@ Status Database::load(queue::Store& store, Loaded& out) {
     std::unique_ptr<rocksdb::Iterator> log(db_->NewIterator({}, handles_[kLog]));
     std::uint64_t expect = out.base.index + 1;
     for (log->Seek(slice(index_key(expect))); log->Valid(); log->Next()) {
-        const std::uint64_t index = get_be64(log->key().ToStringView());
-        auto b = unseal(log->value().ToStringView(), log->key().ToStringView());
-        if (!b || b->size() < 17) return Status::error("corrupt log entry " + std::to_string(index));
-        if (index != expect)
+        const std::string_view key = log->key().ToStringView();
+        auto e = decode_log_record(key, log->value().ToStringView());
+        if (!e)
+            return Status::error("corrupt log entry " +
+                                 std::to_string(key.size() == 8 ? get_be64(key) : expect));
+        if (e->index != expect)
             return Status::error("log gap: expected entry " + std::to_string(expect) + ", found " +
-                                 std::to_string(index));
-        out.entries.push_back(raft::Entry{get_be64(*b), index, get_be64(b->substr(8)),
-                                          raft::EntryType(std::uint8_t((*b)[16])),
-                                          std::string(b->substr(17))});
+                                 std::to_string(e->index));
+        out.entries.push_back(std::move(*e));
         ++expect;
     }
     if (!log->status().ok()) return Status::error("reading log: " + log->status().ToString());

@@ -163,6 +163,10 @@ std::string seal(std::string_view body, std::string_view key = {});
 // nullopt: checksum mismatch.
 std::optional<std::string_view> unseal(std::string_view record, std::string_view key = {});
 std::string task_key(std::string_view queue, std::string_view key);
+// Decodes one record of the `log` column family (key: be64 index; value: sealed be64
+// term, be64 time, u8 type, data); nullopt if the key is not 8 bytes, the checksum does
+// not match, the body is short or the entry type is unknown.
+std::optional<raft::Entry> decode_log_record(std::string_view key, std::string_view value);
 // Loads one sealed tasks record into `store`; false if it is corrupt.
 bool load_task_record(queue::Store& store, std::string_view key, std::string_view sealed);
 // Loads a sealed meta/store record; false if it is corrupt.

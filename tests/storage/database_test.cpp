@@ -250,6 +250,35 @@ TEST_CASE("a record too short to be valid is refused even with a correct checksu
     CHECK(st.message.find("corrupt") != std::string::npos);
 }
 
+TEST_CASE("a log entry of an unknown type is refused, not loaded") {
+    TempDir dir("entry-type");
+    build(dir.str(), 4, 2);
+    std::string body(16, '\x01');
+    body += '\x02';  // EntryType has normal (0) and noop (1)
+    body += "data";
+    RawDb(dir.str()).put("log", log_key(3), storage::seal(body, log_key(3)));
+    queue::Store store;
+    storage::Loaded out;
+    auto st = load_db(dir.str(), store, out);
+    INFO(st.message);
+    CHECK_FALSE(st.ok);
+    CHECK(st.message.find("corrupt log entry 3") != std::string::npos);
+}
+
+TEST_CASE("decode_log_record reads what the log holds and refuses any other shape") {
+    // term 5, time 9, noop, data "xy"
+    const std::string body = std::string(7, '\0') + '\x05' + std::string(7, '\0') + "\x09\x01xy";
+    auto e = storage::decode_log_record(log_key(7), storage::seal(body, log_key(7)));
+    REQUIRE(e.has_value());
+    CHECK(*e == raft::Entry{5, 7, 9, raft::EntryType::noop, "xy"});
+    // The key must be 8 bytes (it was read as 8 whatever its length).
+    CHECK_FALSE(storage::decode_log_record("", storage::seal(body, "")));
+    CHECK_FALSE(storage::decode_log_record("1234567", storage::seal(body, "1234567")));
+    const std::string short_body = body.substr(0, 16);
+    CHECK_FALSE(storage::decode_log_record(log_key(7), storage::seal(short_body, log_key(7))));
+    CHECK_FALSE(storage::decode_log_record(log_key(7), storage::seal(body, log_key(8))));
+}
+
 TEST_CASE("a gap in the log is reported") {
     TempDir dir("gap");
     build(dir.str(), 8, 3);
