@@ -7,7 +7,7 @@ packages=(
   build-essential cmake pkg-config
   libboost-dev libboost-system-dev
   libmsgpack-cxx-dev librocksdb-dev libspdlog-dev
-  catch2 libtomlplusplus-dev libcli11-dev nlohmann-json3-dev
+  libssl-dev catch2 libtomlplusplus-dev libcli11-dev nlohmann-json3-dev
   python3 faketime  # tools/chaos: the harness and checker, and clock jumps (libfaketime)
 )
 

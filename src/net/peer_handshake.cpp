@@ -1,12 +1,19 @@
 #include "net/peer_handshake.h"
 
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+
+#include <stdexcept>
 #include <string>
 
 namespace dueq::net {
 
 namespace {
 
-constexpr std::size_t kFixedBytes = 4 + 2 + 2 + 4 * 8;
+constexpr std::size_t kNonceAt = 4 + 2 + 2 + 4 * 8;
+constexpr std::size_t kFixedBytes = kNonceAt + sizeof(Nonce);
 
 void put_be(std::string& out, std::uint64_t v, int bytes) {
     for (int i = bytes - 1; i >= 0; --i)
@@ -32,13 +39,14 @@ std::string encode_hello(const PeerHello& hello) {
     put_be(out, hello.sender, 8);
     put_be(out, hello.target, 8);
     put_be(out, hello.incarnation, 8);
+    out.append(reinterpret_cast<const char*>(hello.nonce.data()), hello.nonce.size());
     out.append(hello.cluster_id);
     return out;
 }
 
 DecodedHello decode_hello(std::string_view payload) {
     DecodedHello r;
-    if (payload.size() < kFixedBytes) {
+    if (payload.size() < 6) {
         r.error = "handshake of " + std::to_string(payload.size()) + " bytes is too short";
         return r;
     }
@@ -49,6 +57,10 @@ DecodedHello decode_hello(std::string_view payload) {
     if (const auto version = get_be(payload, 4, 2); version != kPeerProtocolVersion) {
         r.error = "peer protocol version " + std::to_string(version) + ", ours is " +
                   std::to_string(kPeerProtocolVersion);
+        return r;
+    }
+    if (payload.size() < kFixedBytes) {
+        r.error = "handshake of " + std::to_string(payload.size()) + " bytes is too short";
         return r;
     }
     const std::size_t id_len = get_be(payload, 6, 2);
@@ -62,9 +74,58 @@ DecodedHello decode_hello(std::string_view payload) {
     h.sender = get_be(payload, 16, 8);
     h.target = get_be(payload, 24, 8);
     h.incarnation = get_be(payload, 32, 8);
+    for (std::size_t i = 0; i < h.nonce.size(); ++i)
+        h.nonce[i] = static_cast<unsigned char>(payload[kNonceAt + i]);
     h.cluster_id.assign(payload.substr(kFixedBytes));
     r.hello = std::move(h);
     return r;
+}
+
+Nonce random_nonce() {
+    Nonce n;
+    if (RAND_bytes(n.data(), int(n.size())) != 1)
+        throw std::runtime_error("OpenSSL RAND_bytes failed: no randomness for a handshake");
+    return n;
+}
+
+Proof handshake_proof(std::string_view secret, HandshakeRole role, std::string_view dialer_hello,
+                      std::string_view acceptor_hello) {
+    // Length-prefixed parts: no two different transcripts give the same bytes.
+    std::string msg = role == HandshakeRole::dialer ? "dueq peer dialer" : "dueq peer acceptor";
+    put_be(msg, dialer_hello.size(), 4);
+    msg.append(dialer_hello);
+    put_be(msg, acceptor_hello.size(), 4);
+    msg.append(acceptor_hello);
+    Proof out{};
+    unsigned int len = 0;
+    // An empty key is still a key to HMAC; OpenSSL wants a non-null pointer for it.
+    static const unsigned char kNoKey = 0;
+    const void* key = secret.empty() ? static_cast<const void*>(&kNoKey) : secret.data();
+    if (!HMAC(EVP_sha256(), key, int(secret.size()),
+              reinterpret_cast<const unsigned char*>(msg.data()), msg.size(), out.data(), &len) ||
+        len != out.size())
+        throw std::runtime_error("OpenSSL HMAC-SHA256 failed");
+    return out;
+}
+
+std::string encode_proof(const Proof& proof) {
+    std::string out;
+    put_be(out, kPeerProofMagic, 4);
+    out.append(reinterpret_cast<const char*>(proof.data()), proof.size());
+    return out;
+}
+
+std::optional<Proof> decode_proof(std::string_view payload) {
+    Proof p;
+    if (payload.size() != 4 + p.size() || get_be(payload, 0, 4) != kPeerProofMagic)
+        return std::nullopt;
+    for (std::size_t i = 0; i < p.size(); ++i)
+        p[i] = static_cast<unsigned char>(payload[4 + i]);
+    return p;
+}
+
+bool same_proof(const Proof& a, const Proof& b) {
+    return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
 }  // namespace dueq::net

@@ -44,6 +44,7 @@ class PeerLink : public std::enable_shared_from_this<PeerLink> {
     enum class State {
         connecting,   // dialed, TCP connect in progress
         handshaking,  // waiting for the other side's hello
+        proving,      // hellos exchanged; waiting for the other side's proof
         active,       // the one connection to its peer that send() uses
         superseded,   // lost the duplicate race; waiting for the other side to close it
     };
@@ -75,6 +76,8 @@ class PeerLink : public std::enable_shared_from_this<PeerLink> {
     std::uint64_t peer_id = 0;  // dialed: whom we dialed; accepted: the sender, once verified
     std::uint64_t peer_incarnation = 0;
     Clock::time_point deadline;  // handshaking: give up then; superseded: close then
+    std::string dialer_hello, acceptor_hello;  // the handshake's transcript, as sent
+    std::uint64_t claimed_id = 0;  // accepted: the sender its hello names, until proved
 
   private:
     struct OutFrame {

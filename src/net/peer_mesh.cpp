@@ -124,7 +124,8 @@ void MeshCore::accept() {
 
 void MeshCore::on_accepted(tcp::socket socket) {
     const auto pending = std::count_if(links_.begin(), links_.end(), [](const auto& l) {
-        return !l->dialed() && l->state == State::handshaking;
+        return !l->dialed() &&
+               (l->state == State::handshaking || l->state == State::proving);
     });
     if (std::size_t(pending) >= 2 * peers_.size() + kSpareInbound) {
         spdlog::debug("peer mesh: too many connections still handshaking; refusing one");
@@ -188,6 +189,7 @@ void MeshCore::tick() {
         switch (link->state) {
             case State::connecting:
             case State::handshaking:
+            case State::proving:
                 if (now >= link->deadline) link->close("no handshake within connect_timeout");
                 break;
             case State::superseded:

@@ -2,7 +2,8 @@
 // length-prefixed frames (4-byte big-endian length, then the payload; length 0 is a
 // keep-alive). Each node dials every peer and accepts from every peer; the first frame
 // each way is a handshake (peer_handshake.h) that checks cluster id, membership
-// fingerprint and node ids. Lost connections are redialed with jittered exponential backoff.
+// fingerprint and node ids, and in which both sides prove they hold the cluster's secret.
+// Refused handshakes are logged once per address per minute. Lost connections are redialed with jittered exponential backoff.
 //
 // Duplicates: when both nodes dial at once, two connections may survive the handshake.
 // Both sides keep the one dialed by the node with the LOWER id, deciding from what each
@@ -39,6 +40,9 @@ struct PeerAddress {
 
 struct MeshOptions {
     std::string cluster_id;          // must match on both sides; at most 255 bytes
+    // The cluster's shared secret: each side of a connection proves it holds it
+    // (peer_handshake.h). Never logged.
+    std::string secret;
     std::uint64_t fingerprint = 0;   // hash of the membership list; must match too
     std::uint64_t self_id = 0;       // nonzero
     std::string listen;              // "host:port"; port 0 = ephemeral (tests)

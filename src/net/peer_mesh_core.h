@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "net/log_limiter.h"
 #include "net/peer_handshake.h"
 #include "net/peer_link.h"
 
@@ -76,6 +77,8 @@ class MeshCore final : public PeerLinkOwner, public std::enable_shared_from_this
     void arm_tick();
     void tick();
     void on_hello(const std::shared_ptr<PeerLink>& link, std::string_view payload);
+    void on_proof(const std::shared_ptr<PeerLink>& link, std::string_view payload);
+    void refuse(const std::shared_ptr<PeerLink>& link, const std::string& why);
     std::string refusal(const PeerHello& hello, const PeerLink& link) const;
     void establish(const std::shared_ptr<PeerLink>& link);
     bool prefer(const PeerLink& candidate, const PeerLink& current) const;
@@ -93,6 +96,7 @@ class MeshCore final : public PeerLinkOwner, public std::enable_shared_from_this
     PeerLink::Clock::time_point loop_resumed_;  // last time a late tick showed a stuck loop
     std::mt19937_64 rng_;                       // backoff jitter
     const std::uint64_t incarnation_;
+    LogLimiter refusal_log_{std::chrono::minutes(1)};
     std::unordered_map<std::uint64_t, Peer> peers_;
     std::vector<std::shared_ptr<PeerLink>> links_;  // every open link, in any state
     bool started_ = false, stopped_ = false;

@@ -26,7 +26,8 @@ std::string printable(std::string_view s) {
 void MeshCore::on_link_connected(const std::shared_ptr<PeerLink>& link) {
     if (stopped_) return link->close("mesh stopped", false);
     link->state = State::handshaking;
-    link->send(hello_for(link->peer_id));
+    link->dialer_hello = hello_for(link->peer_id);
+    link->send(link->dialer_hello);
     link->start_reading();
 }
 
@@ -35,6 +36,8 @@ void MeshCore::on_link_frame(const std::shared_ptr<PeerLink>& link, std::string_
     switch (link->state) {
         case State::handshaking:
             return on_hello(link, payload);
+        case State::proving:
+            return on_proof(link, payload);
         case State::active:
             if (on_message_) on_message_(link->peer_id, payload);
             return;
@@ -69,30 +72,60 @@ void MeshCore::on_link_closed(const std::shared_ptr<PeerLink>& link, const std::
 // ---- handshake ----
 
 std::string MeshCore::hello_for(std::uint64_t target) const {
-    return encode_hello(
-        PeerHello{opts_.cluster_id, opts_.fingerprint, opts_.self_id, target, incarnation_});
+    return encode_hello(PeerHello{opts_.cluster_id, opts_.fingerprint, opts_.self_id, target,
+                                  incarnation_, random_nonce()});
+}
+
+void MeshCore::refuse(const std::shared_ptr<PeerLink>& link, const std::string& why) {
+    // Per address, not per connection: a stranger redialing must not flood the log.
+    std::string address = link->remote().substr(0, link->remote().rfind(':'));
+    std::uint64_t suppressed = 0;
+    if (refusal_log_.allow(address, suppressed))
+        spdlog::warn("peer mesh: refused handshake {} {}: {}{}", link->dialed() ? "with" : "from",
+                     link->remote(), why,
+                     suppressed ? fmt::format(" ({} more refused from {} in the last minute)",
+                                              suppressed, address)
+                                : std::string());
+    link->close("handshake refused");
 }
 
 void MeshCore::on_hello(const std::shared_ptr<PeerLink>& link, std::string_view payload) {
     const auto decoded = decode_hello(payload);
-    if (!decoded.hello) {
-        spdlog::warn("peer mesh: refused handshake {} {}: {}", link->dialed() ? "with" : "from",
-                     link->remote(), decoded.error);
-        return link->close("handshake refused");
-    }
+    if (!decoded.hello) return refuse(link, decoded.error);
     const PeerHello& h = *decoded.hello;
     if (auto why = refusal(h, *link); !why.empty()) {
-        spdlog::warn(
-            "peer mesh: refused handshake {} {} (node {} to node {}, cluster '{}', fingerprint "
-            "{:#x}); we are node {} of cluster '{}', fingerprint {:#x}: {}",
-            link->dialed() ? "with" : "from", link->remote(), h.sender, h.target,
-            printable(h.cluster_id), h.fingerprint, opts_.self_id, printable(opts_.cluster_id),
-            opts_.fingerprint, why);
-        return link->close("handshake refused");
+        return refuse(link, fmt::format("node {} to node {}, cluster '{}', fingerprint {:#x}; we "
+                                        "are node {} of cluster '{}', fingerprint {:#x}: {}",
+                                        h.sender, h.target, printable(h.cluster_id),
+                                        h.fingerprint, opts_.self_id, printable(opts_.cluster_id),
+                                        opts_.fingerprint, why));
     }
-    link->peer_id = h.sender;
     link->peer_incarnation = h.incarnation;
+    link->state = State::proving;
+    if (link->dialed()) {
+        link->acceptor_hello = std::string(payload);
+        link->send(encode_proof(handshake_proof(opts_.secret, HandshakeRole::dialer,
+                                                link->dialer_hello, link->acceptor_hello)));
+        return;
+    }
+    // Accepted: who the sender claims to be counts only once it has proved it.
+    link->dialer_hello = std::string(payload);
+    link->acceptor_hello = hello_for(h.sender);
+    link->send(link->acceptor_hello);
+    link->claimed_id = h.sender;
+}
+
+void MeshCore::on_proof(const std::shared_ptr<PeerLink>& link, std::string_view payload) {
+    const auto proof = decode_proof(payload);
+    const auto role = link->dialed() ? HandshakeRole::acceptor : HandshakeRole::dialer;
+    if (!proof ||
+        !same_proof(*proof, handshake_proof(opts_.secret, role, link->dialer_hello,
+                                            link->acceptor_hello)))
+        return refuse(link, "it does not hold the cluster secret (proof does not match)");
+    if (!link->dialed()) link->peer_id = link->claimed_id;
     establish(link);
+    link->dialer_hello.clear();
+    link->acceptor_hello.clear();
 }
 
 std::string MeshCore::refusal(const PeerHello& h, const PeerLink& link) const {
@@ -118,7 +151,10 @@ void MeshCore::establish(const std::shared_ptr<PeerLink>& link) {
     Peer& peer = peers_.at(link->peer_id);
     const auto old = peer.active;
     if (old && !prefer(*link, *old)) return retire(link);
-    if (!link->dialed()) link->send(hello_for(peer.id));  // accepted: answer only now
+    if (!link->dialed()) {  // accepted: prove ourselves only on the connection we keep
+        link->send(encode_proof(handshake_proof(opts_.secret, HandshakeRole::acceptor,
+                                                link->dialer_hello, link->acceptor_hello)));
+    }
     link->state = State::active;
     link->set_frame_limit(opts_.max_frame_bytes);
     peer.active = link;

@@ -4,6 +4,7 @@
 
 #include "net/server.h"
 
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -99,8 +100,9 @@ queue::QueueSettings parse_queue(const toml::table& t, queue::QueueSettings s,
 }
 
 void parse_cluster(const toml::table& t, Config& c, const std::string& source) {
-    check_keys(t, "cluster", {"id", "members"}, source);
+    check_keys(t, "cluster", {"id", "members", "secret_file"}, source);
     c.cluster_id = get_str(t, "id", c.cluster_id, "cluster", source);
+    c.secret_file = get_str(t, "secret_file", "", "cluster", source);
     if (c.cluster_id.empty() || c.cluster_id.size() > 64)
         fail(source, "[cluster] id must be 1..64 characters");
     auto members = t.get("members");
@@ -154,7 +156,7 @@ void parse_dial(const toml::table& node, Config& c, const std::string& source) {
 void parse_raft(const toml::table& t, RaftTimings& r, const std::string& source) {
     check_keys(t, "raft",
                {"tick_ms", "heartbeat_ms", "election_timeout_ms", "snapshot_entries",
-                "proposal_timeout_ms"},
+                "proposal_timeout_ms", "max_snapshot_mib"},
                source);
     r.tick_ms = get_int<std::uint32_t>(t, "tick_ms", r.tick_ms, 1, 1000, "raft", source);
     r.heartbeat_ms =
@@ -166,6 +168,8 @@ void parse_raft(const toml::table& t, RaftTimings& r, const std::string& source)
     r.proposal_timeout_ms = get_int<std::uint32_t>(t, "proposal_timeout_ms", 0, 0, 3'600'000,
                                                    "raft", source);
     if (r.proposal_timeout_ms == 0) r.proposal_timeout_ms = 3 * r.election_timeout_ms;
+    r.max_snapshot_mib = get_int<std::uint64_t>(t, "max_snapshot_mib", r.max_snapshot_mib, 1,
+                                                std::uint64_t(1) << 30, "raft", source);
     if (r.heartbeat_ms < r.tick_ms)
         fail(source, "[raft] heartbeat_ms (" + std::to_string(r.heartbeat_ms) +
                          ") must be at least tick_ms (" + std::to_string(r.tick_ms) + ")");
@@ -303,12 +307,38 @@ Config parse_config(const std::string& text, const std::string& source) {
     return c;
 }
 
+std::string read_secret_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw ConfigError("[cluster] secret_file: cannot read '" + path + "'");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    std::string secret = ss.str();
+    // `echo ... > file` leaves a newline that is not meant as part of the secret.
+    while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r' ||
+                               secret.back() == ' ' || secret.back() == '\t'))
+        secret.pop_back();
+    if (secret.size() < kMinSecretBytes)
+        throw ConfigError("[cluster] secret_file '" + path + "' holds " +
+                          std::to_string(secret.size()) + " bytes; a secret needs at least " +
+                          std::to_string(kMinSecretBytes));
+    if (secret.size() > kMaxSecretBytes)
+        throw ConfigError("[cluster] secret_file '" + path + "' is over " +
+                          std::to_string(kMaxSecretBytes) + " bytes");
+    return secret;
+}
+
 Config load_config_file(const std::string& path) {
     std::ifstream in(path);
     if (!in) throw ConfigError("cannot read config file '" + path + "'");
     std::stringstream ss;
     ss << in.rdbuf();
-    return parse_config(ss.str(), path);
+    Config c = parse_config(ss.str(), path);
+    if (!c.secret_file.empty()) {
+        std::filesystem::path secret(c.secret_file);
+        if (secret.is_relative()) secret = std::filesystem::path(path).parent_path() / secret;
+        c.cluster_secret = read_secret_file(secret.string());
+    }
+    return c;
 }
 
 }  // namespace dueq::node

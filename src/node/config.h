@@ -32,6 +32,9 @@ struct RaftTimings {
     // A proposal not committed within this long is answered `timeout` (outcome unknown).
     // 0 in the file: 3 x election_timeout_ms.
     std::uint32_t proposal_timeout_ms = 3000;
+    // A snapshot stream from the leader bigger than this is refused (it is held in memory
+    // while it arrives).
+    std::uint64_t max_snapshot_mib = 16 * 1024;
 };
 
 struct Config {
@@ -46,6 +49,11 @@ struct Config {
     // part of the membership fingerprint, and the handshake names the member, not the address.
     std::map<std::string, std::string> dial;
     std::string cluster_id = "dueq";
+    // [cluster] secret_file: as written (relative paths are relative to the config file).
+    // load_config_file reads it into cluster_secret; members prove they hold it to each
+    // other. Required when there is more than one member. Never logged or reported.
+    std::string secret_file;
+    std::string cluster_secret;
     // Every voter, this node included, in the same order on every node (the position
     // is the member's Raft id, 1-based). Empty: a standalone node.
     std::vector<Member> members;
@@ -67,6 +75,9 @@ std::uint64_t membership_fingerprint(const Config& c);
 // Parses TOML text; `source` names it in error messages.
 Config parse_config(const std::string& text, const std::string& source);
 Config load_config_file(const std::string& path);
+inline constexpr std::size_t kMinSecretBytes = 16, kMaxSecretBytes = 4096;
+// The secret in the file at `path`, trailing whitespace removed; throws ConfigError.
+std::string read_secret_file(const std::string& path);
 // The configuration a node runs with when given none: one node on 127.0.0.1:7700.
 const std::string& default_config_text();
 

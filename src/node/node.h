@@ -32,6 +32,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "net/log_limiter.h"
 #include "net/peer_mesh.h"
 #include "net/request.h"
 #include "net/server.h"
@@ -124,6 +125,8 @@ class Node {
     void finish_ready();
     void send_message(const raft::Message& m);
     void on_peer_frame(std::uint64_t from, std::string_view payload);
+    // Counts and logs (rate-limited) peer input that was refused before the core saw it.
+    void drop_peer_input(std::uint64_t from, const std::string& problem);
     void on_peer_change(std::uint64_t peer, bool connected);
     void apply_entry(const raft::Entry& e);
     // Queues the applied state (changed tasks, applied index); trim: log entries to drop.
@@ -132,6 +135,8 @@ class Node {
                             std::function<void(std::shared_ptr<const storage::Checkpoint>)> done);
     void take_checkpoint();
     void install_snapshot(const raft::Snapshot& snap);
+    // A store holding exactly `records`, or null if one of them does not decode.
+    std::unique_ptr<queue::Store> store_from(const storage::SnapshotInstall& records);
     void fail_stop(const std::string& message);
 
     boost::asio::io_context& io_;
@@ -162,6 +167,9 @@ class Node {
     bool checkpoint_pending_ = false;
     raft::Index advance_index_ = 0;  // an Advance proposed and not applied yet
     SnapshotTransfer transfer_;
+    std::unique_ptr<queue::Store> received_store_;  // the received snapshot's, checked
+    std::uint64_t peer_input_dropped_ = 0;  // peer frames refused (malformed or insane)
+    net::LogLimiter peer_input_log_{std::chrono::seconds(10)};
 
     std::uint64_t next_session_ = 0;
     std::unordered_map<std::uint64_t, Session> sessions_;

@@ -7,6 +7,7 @@
 #include "net/frame.h"
 #include "node/node.h"
 #include "queue/command_codec.h"
+#include "raft/message_check.h"
 #include "raft/message_codec.h"
 
 namespace dueq::node {
@@ -58,10 +59,15 @@ std::optional<std::string> Node::start_raft(const storage::Loaded& loaded) {
     rc.seed = std::uint64_t(now_ms()) ^ (raft_id_ << 32);
     rc.planted_bug = raft_bug_;
     raft_ = std::make_unique<raft::Raft>(rc, log_);
+    transfer_.set_max_stream_bytes(config_.raft.max_snapshot_mib << 20);
 
     if (config_.members.size() > 1) {
+        if (config_.cluster_secret.empty())
+            return "[cluster] secret_file is required in a cluster of more than one member: "
+                   "the members prove to each other that they hold it";
         net::MeshOptions mo;
         mo.cluster_id = config_.cluster_id;
+        mo.secret = config_.cluster_secret;
         mo.fingerprint = membership_fingerprint(config_);
         mo.self_id = raft_id_;
         mo.listen =
@@ -271,18 +277,27 @@ void Node::send_message(const raft::Message& m) {
 void Node::on_peer_frame(std::uint64_t from, std::string_view payload) {
     if (stopped_ || payload.empty()) return;
     if (payload[0] == SnapshotTransfer::kKind) {
-        if (auto m = transfer_.receive(from, raft_id_, payload)) {
+        std::string problem;
+        if (auto m = transfer_.receive(from, raft_id_, payload, problem)) {
+            // Every record is checked before the core hears of the snapshot: once it has
+            // accepted one, there is no going back to the old state.
+            received_store_ = store_from(*transfer_.received());
+            if (!received_store_) {
+                transfer_.discard_received();
+                return drop_peer_input(from, "snapshot stream with a corrupt record");
+            }
             raft_->step(*m);
             schedule_ready();
+        } else if (!problem.empty()) {
+            drop_peer_input(from, "snapshot stream: " + problem);
         }
         return;
     }
-    if (payload[0] != kRaftKind) return;
+    if (payload[0] != kRaftKind) return drop_peer_input(from, "unknown peer frame kind");
     auto m = raft::decode_message(payload.substr(1));
-    if (!m || m.value().from != from) {
-        spdlog::warn("undecodable raft message from peer {}; dropped", from);
-        return;
-    }
+    if (!m) return drop_peer_input(from, "undecodable raft message");
+    if (auto problem = raft::message_problem(m.value(), from, raft_id_); !problem.empty())
+        return drop_peer_input(from, problem);
     const raft::NodeId old_leader = raft_->leader();
     const raft::Role old_role = raft_->role();
     raft_->step(m.value());
@@ -290,6 +305,15 @@ void Node::on_peer_frame(std::uint64_t from, std::string_view payload) {
         spdlog::info("term {}: {} (leader {})", raft_->term(), raft::to_string(raft_->role()),
                      raft_->leader());
     schedule_ready();
+}
+
+void Node::drop_peer_input(std::uint64_t from, const std::string& problem) {
+    ++peer_input_dropped_;
+    std::uint64_t suppressed = 0;
+    if (peer_input_log_.allow(std::to_string(from), suppressed))
+        spdlog::warn("peer {}: dropped {}{}", from, problem,
+                     suppressed ? fmt::format(" ({} more dropped since the last report)", suppressed)
+                                : std::string());
 }
 
 void Node::on_peer_change(std::uint64_t peer, bool connected) {
@@ -398,16 +422,19 @@ void Node::take_checkpoint() {
     });
 }
 
+std::unique_ptr<queue::Store> Node::store_from(const storage::SnapshotInstall& records) {
+    auto fresh = make_store();
+    if (!storage::load_store_meta(*fresh, records.store_meta_sealed)) return nullptr;
+    for (const auto& [k, v] : records.tasks)
+        if (!storage::load_task_record(*fresh, k, v)) return nullptr;
+    return fresh;
+}
+
 void Node::install_snapshot(const raft::Snapshot& snap) {
     auto records = transfer_.take_received(snap.meta);
-    if (!records) return fail_stop("the core accepted a snapshot this node never received");
-    // Check every record before anything is replaced: a corrupt stream must not win.
-    auto fresh = make_store();
-    if (!storage::load_store_meta(*fresh, records->store_meta_sealed))
-        return fail_stop("received snapshot has a corrupt store record");
-    for (const auto& [k, v] : records->tasks)
-        if (!storage::load_task_record(*fresh, k, v))
-            return fail_stop("received snapshot has a corrupt task record");
+    if (!records || !received_store_)
+        return fail_stop("the core accepted a snapshot this node never received");
+    auto fresh = std::move(received_store_);
     fresh->drain_changes([](auto, auto, const auto&) {});
     records->hard_state = inflight_->hard_state.value_or(log_.hard_state());
     const std::size_t tasks = records->tasks.size();

@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "raft/message_check.h"
+
 namespace dueq::node {
 namespace {
 
@@ -102,33 +104,44 @@ void SnapshotTransfer::cancel_all() {
 }
 
 std::optional<raft::Message> SnapshotTransfer::receive(std::uint64_t from, std::uint64_t self,
-                                                       std::string_view chunk) {
-    if (chunk.size() < kHeaderBytes) return std::nullopt;
+                                                       std::string_view chunk,
+                                                       std::string& problem) {
+    auto refuse = [&](std::string why) -> std::optional<raft::Message> {
+        in_.erase(from);
+        problem = std::move(why);
+        return std::nullopt;
+    };
+    if (chunk.size() < kHeaderBytes) return refuse("chunk shorter than its header");
     const raft::Term term = get_be(chunk, 1, 8);
     const raft::SnapshotMeta meta{get_be(chunk, 9, 8), get_be(chunk, 17, 8), get_be(chunk, 25, 8)};
     const auto seq = std::uint32_t(get_be(chunk, 33, 4));
     const bool last = chunk[kHeaderBytes - 1] != 0;
     const std::string_view body = chunk.substr(kHeaderBytes);
+    if (term == 0 || term > raft::kMaxSaneIndex || meta.index == 0 ||
+        meta.index > raft::kMaxSaneIndex || meta.term == 0 || meta.term > term)
+        return refuse("chunk header out of range");
+    if (body.size() > max_stream_bytes_) return refuse("stream over the size cap");
     if (seq == 0) {
+        if (last) return refuse("stream without task chunks");
         Incoming fresh;
         fresh.term = term;
         fresh.meta = meta;
         fresh.next_seq = 1;
+        fresh.bytes = body.size();
         fresh.records.meta = meta;
         fresh.records.store_meta_sealed = std::string(body);
         in_[from] = std::move(fresh);
         return std::nullopt;
     }
     auto it = in_.find(from);
-    if (it == in_.end()) return std::nullopt;
+    if (it == in_.end()) return std::nullopt;  // joined a stream midway: wait for its start
     Incoming& in = it->second;
-    if (in.term != term || !(in.meta == meta) || in.next_seq != seq ||
-        !storage::split_pairs(body, in.records.tasks)) {
-        spdlog::warn("snapshot from peer {}: chunk {} out of order or malformed; dropped", from,
-                     seq);
-        in_.erase(it);
-        return std::nullopt;
-    }
+    if (in.term != term || !(in.meta == meta) || in.next_seq != seq)
+        return refuse("chunk " + std::to_string(seq) + " out of order");
+    in.bytes += body.size();
+    if (in.bytes > max_stream_bytes_) return refuse("stream over the size cap");
+    if (!storage::split_pairs(body, in.records.tasks))
+        return refuse("chunk " + std::to_string(seq) + " malformed");
     ++in.next_seq;
     if (!last) return std::nullopt;
     spdlog::info("received snapshot at index {} from peer {}: {} tasks", meta.index, from,

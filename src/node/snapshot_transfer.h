@@ -45,11 +45,19 @@ class SnapshotTransfer {
     bool sending_to(std::uint64_t peer) const { return out_.count(peer) > 0; }
 
     // Follower: takes one chunk from `from`. After the last chunk of a complete stream,
-    // returns the snapshot message for the core (addressed to `self`).
+    // returns the snapshot message for the core (addressed to `self`). A chunk that
+    // cannot belong to a stream (malformed, out of order, over the size cap) drops the
+    // stream and says why in `problem`; the leader sends the snapshot again once this
+    // node is seen to stay behind.
     std::optional<raft::Message> receive(std::uint64_t from, std::uint64_t self,
-                                         std::string_view chunk);
+                                         std::string_view chunk, std::string& problem);
+    // The records of the received snapshot, until taken or discarded.
+    const storage::SnapshotInstall* received() const { return received_ ? &*received_ : nullptr; }
+    void discard_received() { received_.reset(); }
     // The records of the received snapshot at `meta`, for installing (once).
     std::optional<storage::SnapshotInstall> take_received(const raft::SnapshotMeta& meta);
+    // A stream whose records add up to more than this is dropped.
+    void set_max_stream_bytes(std::uint64_t bytes) { max_stream_bytes_ = bytes; }
 
   private:
     struct Outgoing {
@@ -63,11 +71,13 @@ class SnapshotTransfer {
         raft::Term term = 0;
         raft::SnapshotMeta meta;
         std::uint32_t next_seq = 0;
+        std::uint64_t bytes = 0;  // chunk bodies so far
         storage::SnapshotInstall records;
     };
     std::map<std::uint64_t, Outgoing> out_;
     std::map<std::uint64_t, Incoming> in_;
     std::optional<storage::SnapshotInstall> received_;
+    std::uint64_t max_stream_bytes_ = std::uint64_t(16) << 30;
 };
 
 }  // namespace dueq::node

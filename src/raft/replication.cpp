@@ -121,6 +121,9 @@ void Raft::handle_append_response(const Message& m) {
     auto it = peers_.find(m.from);
     if (it == peers_.end()) return;
     Progress& pr = it->second;
+    // Nobody can hold an entry of ours that we do not have: such an ack would let the
+    // commit index run ahead of what is replicated.
+    if (m.index > log_.last_index()) return;
     pr.recent_active = true;
 
     if (m.reject) {

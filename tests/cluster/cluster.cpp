@@ -150,6 +150,12 @@ Cluster::Cluster(const std::string& name, ClusterOptions options)
         n.peer_port = ports[std::size_t(2 * i + 1)];
         nodes_.push_back(std::move(n));
     }
+    {
+        // Every test cluster gets its own secret: a stray node of another test cannot join.
+        std::ofstream out(dir_ / "cluster-secret");
+        out << "test-secret-" << dir_.filename().string() << "-" << std::random_device{}() << "\n";
+        REQUIRE(out.good());
+    }
     for (int i = 0; i < size(); ++i) {
         std::ofstream out(dir_ / (node_id(i) + ".toml"));
         out << config_text(i);
@@ -165,7 +171,8 @@ std::string Cluster::config_text(int i) const {
       << "client_listen = \"127.0.0.1:" << n.client_port << "\"\n"
       << "data_dir = \"" << (dir_ / ("data-" + n.id)).string() << "\"\n";
     if (size() > 1) {
-        c << "\n[cluster]\nid = \"" << dir_.filename().string() << "\"\nmembers = [\n";
+        c << "\n[cluster]\nid = \"" << dir_.filename().string() << "\"\n"
+          << "secret_file = \"cluster-secret\"\nmembers = [\n";
         for (const auto& m : nodes_) {
             c << "  { id = \"" << m.id << "\", peer = \"127.0.0.1:" << m.peer_port
               << "\", client = \"127.0.0.1:" << m.client_port << "\" },\n";

@@ -20,6 +20,7 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 const std::string kCluster = "test-cluster";
+const std::string kSecret = "test-secret-of-16+ bytes";
 constexpr std::uint64_t kFingerprint = 0xfeedface;
 
 // Runs `io` until pred() holds or `limit` passes; returns pred().
@@ -86,6 +87,7 @@ struct Cluster {
             ports[id] = free_port();
         base.cluster_id = kCluster;
         base.fingerprint = kFingerprint;
+        base.secret = kSecret;
         base.heartbeat = 50ms;
         base.dead_after = 2s;
         base.backoff_min = 10ms;
@@ -141,18 +143,28 @@ struct Cluster {
     }
 };
 
-// A hand-driven peer: a plain socket speaking (or not) the mesh's protocol.
+// Bytes of a hello frame in this cluster (every node's is the same size), and of a proof.
+const std::size_t kHelloFrame = 4 + encode_hello({kCluster, kFingerprint, 1, 2, 3}).size();
+const std::size_t kProofFrame = 4 + encode_proof(Proof{}).size();
+// What a raw peer receives in a complete handshake: the mesh's hello and its proof.
+const std::size_t kHandshakeIn = kHelloFrame + kProofFrame;
+
+// A hand-driven peer: a plain socket speaking (or not) the mesh's protocol. It dialed
+// the mesh (`dialer`) or was dialed by it, and plays that role in the handshake.
 struct RawPeer {
     asio::io_context& io;
     tcp::socket sock;
+    bool dialer;
     std::string in;
     bool closed = false;
+    std::string secret = kSecret;
 
     // Takes a socket accepted from a mesh that dialed us.
-    RawPeer(asio::io_context& io_, tcp::socket s) : io(io_), sock(std::move(s)) {
+    RawPeer(asio::io_context& io_, tcp::socket s) : io(io_), sock(std::move(s)), dialer(false) {
         sock.non_blocking(true);
     }
-    RawPeer(asio::io_context& io_, std::uint16_t port, int rcvbuf = 0) : io(io_), sock(io_) {
+    RawPeer(asio::io_context& io_, std::uint16_t port, int rcvbuf = 0)
+        : io(io_), sock(io_), dialer(true) {
         sock.open(tcp::v4());
         if (rcvbuf) sock.set_option(asio::socket_base::receive_buffer_size(rcvbuf));
         sock.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port));
@@ -160,12 +172,25 @@ struct RawPeer {
     }
     void write(const std::string& bytes) {
         sock.non_blocking(false);
-        asio::write(sock, asio::buffer(bytes));
+        boost::system::error_code ec;  // the mesh may have closed on us: that is for the test
+        asio::write(sock, asio::buffer(bytes), ec);
         sock.non_blocking(true);
     }
+    // Our hello, then our proof once the exchange gets that far (the mesh may refuse
+    // first; then this returns with the socket closed).
     void hello(std::uint64_t sender, std::uint64_t target, std::string cluster = kCluster,
                std::uint64_t fingerprint = kFingerprint, std::uint64_t incarnation = 42) {
-        write(frame(encode_hello({cluster, fingerprint, sender, target, incarnation})));
+        const auto mine = encode_hello({cluster, fingerprint, sender, target, incarnation,
+                                        random_nonce()});
+        write(frame(mine));
+        // The dialer proves first. We dialed: wait for the mesh's hello, then prove. The
+        // mesh dialed (its hello is in already): wait for its proof, then prove.
+        const std::size_t wait_for = dialer ? kHelloFrame : kHelloFrame + kProofFrame;
+        if (!wait_bytes(wait_for)) return;
+        const std::string theirs = in.substr(4, kHelloFrame - 4);
+        const auto role = dialer ? HandshakeRole::dialer : HandshakeRole::acceptor;
+        write(frame(encode_proof(dialer ? handshake_proof(secret, role, mine, theirs)
+                                        : handshake_proof(secret, role, theirs, mine))));
     }
     void pump() {
         char buf[4096];
@@ -183,8 +208,9 @@ struct RawPeer {
             io, [&] { return pump(), closed; }, limit);
     }
     bool wait_bytes(std::size_t n, std::chrono::milliseconds limit = 3s) {
-        return run_until(
-            io, [&] { return pump(), in.size() >= n; }, limit);
+        run_until(
+            io, [&] { return pump(), closed || in.size() >= n; }, limit);
+        return in.size() >= n;
     }
 };
 
@@ -196,9 +222,6 @@ tcp::socket accept_dial(asio::io_context& io, tcp::acceptor& listener) {
     run_until(io, [&] { return listener.accept(s, ec), !ec; });
     return s;
 }
-
-// Bytes of a hello frame in this cluster (every node's is the same size).
-const std::size_t kHelloFrame = 4 + encode_hello({kCluster, kFingerprint, 1, 2, 3}).size();
 
 PeerHello hello_in(const RawPeer& raw) {
     REQUIRE(raw.in.size() >= kHelloFrame);
@@ -390,19 +413,19 @@ TEST_CASE("duplicates: the higher id stops using its dial and lets the lower id 
 
     RawPeer dialed_by_l(io, c.ports[2]);  // node 1 dials too; this one must win
     dialed_by_l.hello(1, 2);
-    REQUIRE(dialed_by_l.wait_bytes(kHelloFrame));
+    REQUIRE(dialed_by_l.wait_bytes(kHandshakeIn));  // node 2's proof: it switched
     CHECK(hello_in(dialed_by_l).target == 1);
 
     REQUIRE(h.mesh->send(1, "via the winner"));
-    REQUIRE(dialed_by_l.wait_bytes(kHelloFrame + 4 + 14));
-    CHECK(dialed_by_l.in.substr(kHelloFrame) == frame("via the winner"));
+    REQUIRE(dialed_by_l.wait_bytes(kHandshakeIn + 4 + 14));
+    CHECK(dialed_by_l.in.substr(kHandshakeIn) == frame("via the winner"));
     dialed_by_h.write(frame("late, on the loser"));  // dropped: could overtake the winner
     dialed_by_l.write(frame("on the winner"));
     REQUIRE(run_until(io, [&] { return !h.received[1].empty(); }));
     run_for(io, 100ms);
     dialed_by_h.pump();
     CHECK_FALSE(dialed_by_h.closed);  // node 2 leaves the closing to node 1
-    CHECK(dialed_by_h.in.size() == kHelloFrame);
+    CHECK(dialed_by_h.in.size() == kHelloFrame + kProofFrame);
     CHECK(h.received[1] == std::vector<std::string>{"on the winner"});
 
     dialed_by_h.sock.close();  // node 1 closes the loser: nothing to report
@@ -425,30 +448,31 @@ TEST_CASE("duplicates: the lower id switches to its own dial and closes the othe
 
     RawPeer dialed_by_h(io, c.ports[1]);  // nothing up on node 1 yet: accepted
     dialed_by_h.hello(2, 1);
-    REQUIRE(dialed_by_h.wait_bytes(kHelloFrame));
+    REQUIRE(dialed_by_h.wait_bytes(kHandshakeIn));
     REQUIRE(l.mesh->connected(2));
     REQUIRE(l.mesh->send(2, "on the first"));
-    REQUIRE(dialed_by_h.wait_bytes(kHelloFrame + 4 + 12));
+    REQUIRE(dialed_by_h.wait_bytes(kHandshakeIn + 4 + 12));
 
     dialed_by_l.hello(2, 1);  // node 2 answers node 1's dial: it wins
     REQUIRE(dialed_by_h.wait_closed());
     CHECK(l.ups[2] == 1);
     CHECK(l.downs[2] == 0);
     REQUIRE(l.mesh->send(2, "on the winner"));
-    REQUIRE(dialed_by_l.wait_bytes(kHelloFrame + 4 + 13));
-    CHECK(dialed_by_l.in.substr(kHelloFrame) == frame("on the winner"));
+    REQUIRE(dialed_by_l.wait_bytes(kHelloFrame + kProofFrame + 4 + 13));
+    CHECK(dialed_by_l.in.substr(kHelloFrame + kProofFrame) == frame("on the winner"));
 
-    // Another dial from node 2's same process while the winner is up: refused, no answer.
+    // Another dial from node 2's same process while the winner is up: dropped once it has
+    // proved itself, without node 1's proof.
     RawPeer again(io, c.ports[1]);
     again.hello(2, 1);
     REQUIRE(again.wait_closed());
-    CHECK(again.in.empty());
+    CHECK(again.in.size() == kHelloFrame);
     CHECK(l.mesh->connected(2));
 
     // A dial from a new process of node 2 replaces the old connection at once.
     RawPeer restarted(io, c.ports[1]);
     restarted.hello(2, 1, kCluster, kFingerprint, 43);
-    REQUIRE(restarted.wait_bytes(kHelloFrame));
+    REQUIRE(restarted.wait_bytes(kHandshakeIn));
     REQUIRE(dialed_by_l.wait_closed());
     CHECK(l.downs[2] == 1);
     CHECK(l.ups[2] == 2);
@@ -547,6 +571,64 @@ TEST_CASE("bad handshakes from a raw socket are refused without an answer", "[pe
     CHECK(n.mesh->open_connections() <= 1);  // only its dial to the absent peer 2
 }
 
+TEST_CASE("a peer that does not hold the cluster secret is refused, dialing or dialed",
+          "[peer_mesh]") {
+    quiet();
+    asio::io_context io;
+    Cluster c({1}, {2});
+    tcp::acceptor listener(io, loopback(c.ports[2]));
+    Node& n = c.start(io, 1);
+    SECTION("it dials: it gets our hello but never our proof") {
+        RawPeer raw(io, c.ports[1]);
+        raw.secret = "not the secret, but long enough";
+        raw.hello(2, 1);
+        raw.write(frame("a message that must not be delivered"));
+        REQUIRE(raw.wait_closed());
+        CHECK(raw.in.size() == kHelloFrame);
+    }
+    SECTION("we dial it: its proof does not match") {
+        RawPeer raw(io, accept_dial(io, listener));
+        REQUIRE(raw.wait_bytes(kHelloFrame));
+        raw.secret = "not the secret, but long enough";
+        raw.hello(2, 1);
+        raw.write(frame("a message that must not be delivered"));
+        REQUIRE(raw.wait_closed());
+        CHECK(raw.in.size() == kHelloFrame + kProofFrame);  // its hello and its proof
+    }
+    SECTION("it knows everything but the secret and replays an old proof") {
+        RawPeer first(io, c.ports[1]);
+        first.hello(2, 1);
+        REQUIRE(run_until(io, [&] { return n.mesh->connected(2); }));
+        first.sock.close();
+        REQUIRE(run_until(io, [&] { return !n.mesh->connected(2); }));
+        // A new connection gets a new nonce: the proof a recording holds is worthless.
+        RawPeer replay(io, c.ports[1]);
+        replay.write(frame(encode_hello({kCluster, kFingerprint, 2, 1, 42, random_nonce()})));
+        REQUIRE(replay.wait_bytes(kHelloFrame));
+        replay.write(frame(encode_proof(Proof{})));
+        REQUIRE(replay.wait_closed());
+        CHECK(n.ups[2] == 1);
+    }
+    run_for(io, 50ms);
+    CHECK(n.received.empty());
+    CHECK(n.ups[2] <= 1);
+    CHECK_FALSE(n.mesh->connected(2));
+}
+
+TEST_CASE("two meshes with different secrets never connect", "[peer_mesh]") {
+    quiet();
+    asio::io_context io;
+    Cluster c({1, 2});
+    Node& a = c.start(io, 1);
+    auto o = c.options(2);
+    o.secret = "another secret of 16+ bytes";
+    Node& b = c.start(io, 2, o);
+    run_for(io, 600ms);
+    CHECK(a.changes == 0);
+    CHECK(b.changes == 0);
+    CHECK_FALSE(a.mesh->send(2, "x"));
+}
+
 TEST_CASE("garbage and oversized frames close that connection only", "[peer_mesh]") {
     quiet();
     asio::io_context io;
@@ -610,10 +692,9 @@ TEST_CASE("heartbeats keep idle connections up; silence closes them", "[peer_mes
     CHECK(took >= 250ms);
     CHECK(took < 1000ms);
     REQUIRE(silent.wait_closed());
-    // What the silent peer got: the answering hello, then only keep-alives.
-    const auto hello_len = 4 + encode_hello({kCluster, kFingerprint, 1, 3, 1}).size();
-    REQUIRE(silent.in.size() > hello_len);
-    const auto keepalives = silent.in.substr(hello_len);
+    // What the silent peer got: the answering hello and proof, then only keep-alives.
+    REQUIRE(silent.in.size() > kHandshakeIn);
+    const auto keepalives = silent.in.substr(kHandshakeIn);
     CHECK(keepalives.size() % 4 == 0);
     CHECK(keepalives.size() >= 4 * 3);
     CHECK(keepalives.find_first_not_of('\0') == std::string::npos);

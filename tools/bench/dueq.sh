@@ -60,6 +60,7 @@ data_dir = "$dir/n$i"
 
 [cluster]
 id = "dueq-bench"
+secret_file = "cluster-secret"
 members = [
   { id = "n1", peer = "127.0.0.1:$pbase", client = "127.0.0.1:$cbase" },
   { id = "n2", peer = "127.0.0.1:$((pbase + 1))", client = "127.0.0.1:$((cbase + 1))" },
@@ -85,6 +86,7 @@ case $cmd in
     ;;
   cluster)
     pids=()
+    head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$dir/cluster-secret"
     for i in 1 2 3; do
       member_config "$i" >"$dir/n$i.toml"
       pids+=("$(launch "n$i" "$dir/n$i.toml")")

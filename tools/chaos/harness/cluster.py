@@ -137,6 +137,7 @@ dial = {{ {dial} }}
 
 [cluster]
 id = "chaos"
+secret_file = "{os.path.join(self.dir, "cluster-secret")}"
 members = [
 {members},
 ]
@@ -166,6 +167,10 @@ late_share = 0.2
 
     def start_node(self, n):
         os.makedirs(os.path.join(self.dir, n), exist_ok=True)
+        secret = os.path.join(self.dir, "cluster-secret")
+        if not os.path.exists(secret):
+            with open(secret, "w") as f:
+                f.write(os.urandom(24).hex() + "\n")
         conf = os.path.join(self.dir, n, "dueqd.toml")
         with open(conf, "w") as f:
             f.write(self.config_text(n))
