@@ -272,6 +272,10 @@ std::uint16_t Cluster::client_port(int i) const {
     return nodes_.at(std::size_t(i)).client_port;
 }
 
+std::uint16_t Cluster::peer_port(int i) const {
+    return nodes_.at(std::size_t(i)).peer_port;
+}
+
 std::vector<std::string> Cluster::client_addresses() const {
     std::vector<std::string> out;
     for (int i = 0; i < size(); ++i)

@@ -92,6 +92,7 @@ class Cluster {
     std::string node_id(int i) const;         // "n1", "n2", ...
     std::string client_address(int i) const;  // "127.0.0.1:port"
     std::uint16_t client_port(int i) const;
+    std::uint16_t peer_port(int i) const;
     std::vector<std::string> client_addresses() const;
     int index_of_id(const std::string& node_id) const;  // -1 if none
     std::string log_path(int i) const;
