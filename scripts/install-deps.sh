@@ -9,6 +9,7 @@ packages=(
   libmsgpack-cxx-dev librocksdb-dev libspdlog-dev
   libssl-dev catch2 libtomlplusplus-dev libcli11-dev nlohmann-json3-dev
   python3 faketime  # tools/chaos: the harness and checker, and clock jumps (libfaketime)
+  clang-16 libclang-rt-16-dev  # fuzz/: libFuzzer targets (scripts/test.sh's fuzz pass, tools/fuzz/run.sh)
 )
 
 missing=()
