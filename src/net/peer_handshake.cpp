@@ -128,4 +128,12 @@ bool same_proof(const Proof& a, const Proof& b) {
     return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
+bool same_secret(std::string_view presented, std::string_view ours) {
+    Proof a{}, b{};
+    if (!EVP_Digest(presented.data(), presented.size(), a.data(), nullptr, EVP_sha256(), nullptr) ||
+        !EVP_Digest(ours.data(), ours.size(), b.data(), nullptr, EVP_sha256(), nullptr))
+        return false;
+    return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
 }  // namespace dueq::net

@@ -74,5 +74,8 @@ std::string encode_proof(const Proof& proof);
 std::optional<Proof> decode_proof(std::string_view payload);
 // Compares in constant time: how much of a forged proof matched must not show in timing.
 bool same_proof(const Proof& a, const Proof& b);
+// Whether a secret someone presented (a client's token) equals ours, in time that does
+// not depend on where they differ (nor on their lengths: both are hashed first).
+bool same_secret(std::string_view presented, std::string_view ours);
 
 }  // namespace dueq::net

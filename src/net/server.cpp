@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 
@@ -12,17 +13,43 @@ namespace dueq::net {
 namespace asio = boost::asio;
 using asio::ip::tcp;
 
+namespace {
+constexpr std::size_t kInitialBuffer = 16 * 1024;
+}  // namespace
+
+// Every open connection of a server, and how many come from each address. It owns them
+// while they are open: a connection paused at its in-flight cap has no read or write
+// pending that would keep it alive. Shared with the connections, which may outlive the
+// server (handlers still pending).
+struct ConnectionRegistry {
+    std::unordered_map<Connection*, std::shared_ptr<Connection>> all;
+    std::unordered_map<std::string, std::size_t> per_address;
+
+    void add(const std::shared_ptr<Connection>& c) {
+        all.emplace(c.get(), c);
+        ++per_address[c->address];
+    }
+    void remove(Connection* c) {
+        auto it = per_address.find(c->address);
+        if (all.erase(c) == 0) return;
+        if (it != per_address.end() && --it->second == 0) per_address.erase(it);
+    }
+};
+
 Connection::Connection(tcp::socket socket, const Limits& limits, FrameHandler on_frame,
                        CloseHandler on_close)
     : socket_(std::move(socket)),
       limits_(limits),
       on_frame_(std::move(on_frame)),
       on_close_(std::move(on_close)),
-      in_(64 * 1024) {
+      in_(kInitialBuffer) {
     boost::system::error_code ec;
     socket_.set_option(tcp::no_delay(true), ec);
     auto ep = socket_.remote_endpoint(ec);
-    if (!ec) peer = ep.address().to_string() + ":" + std::to_string(ep.port());
+    if (!ec) {
+        address = ep.address().to_string();
+        peer = address + ":" + std::to_string(ep.port());
+    }
 }
 
 void Connection::start() {
@@ -31,7 +58,9 @@ void Connection::start() {
 
 void Connection::read_more() {
     if (!open_ || closing_ || paused_) return;
-    if (in_len_ == in_.size()) in_.resize(in_.size() * 2);
+    // The buffer grows only once bytes have filled it: a declared frame length reserves
+    // nothing, so memory stays within twice what the client actually sent.
+    if (in_len_ == in_.size()) in_.resize(std::min(in_.size() * 2, limits_.max_frame_bytes + 4));
     socket_.async_read_some(
         asio::buffer(in_.data() + in_len_, in_.size() - in_len_),
         [self = shared_from_this()](boost::system::error_code ec, std::size_t n) {
@@ -49,8 +78,8 @@ void Connection::consume() {
     std::size_t pos = 0;
     auto self = shared_from_this();
     while (open_ && !closing_ && in_len_ - pos >= 4) {
-        if (unsent_bytes_ > kMaxUnsentBytes) {
-            paused_ = true;  // on_written resumes once the client has read
+        if (unsent_bytes_ > kMaxUnsentBytes || in_flight_ >= limits_.max_in_flight) {
+            paused_ = true;  // an answer going out resumes (on_written, send)
             break;
         }
         const auto* p = reinterpret_cast<const unsigned char*>(in_.data() + pos);
@@ -62,27 +91,54 @@ void Connection::consume() {
             close_after_send();
             return;
         }
-        if (in_len_ - pos < 4 + len) {
-            // Make room for the whole frame; its size is capped above.
-            if (in_.size() < 4 + len) in_.resize(4 + len);
-            break;
-        }
+        if (in_len_ - pos < 4 + len) break;
+        ++in_flight_;
+        last_activity_ = Clock::now();
         on_frame_(self, std::string_view(in_.data() + pos + 4, len));
         pos += 4 + len;
     }
+    if (!open_) return;
     if (pos > 0) {
         std::memmove(in_.data(), in_.data() + pos, in_len_ - pos);
         in_len_ -= pos;
     }
+    // The frame deadline runs while bytes wait and no frame completes.
+    if (in_len_ == 0)
+        partial_since_ = {};
+    else if (pos > 0 || partial_since_ == Clock::time_point{})
+        partial_since_ = Clock::now();
     // A large frame grew the buffer; give the memory back once it is consumed.
-    if (in_len_ < 64 * 1024 && in_.size() > 1024 * 1024) in_.resize(64 * 1024);
+    if (in_len_ < kInitialBuffer && in_.size() > 1024 * 1024) {
+        in_.resize(kInitialBuffer);
+        in_.shrink_to_fit();
+    }
+}
+
+// Resumes reading from the event loop, not from inside a frame handler (which runs
+// within consume()).
+void Connection::resume_later() {
+    if (resume_posted_) return;
+    resume_posted_ = true;
+    asio::post(socket_.get_executor(), [self = shared_from_this()] {
+        self->resume_posted_ = false;
+        if (!self->open_ || !self->paused_ || self->in_flight_ >= self->limits_.max_in_flight ||
+            self->unsent_bytes_ > kMaxUnsentBytes / 2)
+            return;
+        self->paused_ = false;
+        if (self->in_len_ > 0) self->partial_since_ = Clock::now();
+        self->consume();
+        self->read_more();
+    });
 }
 
 void Connection::send(std::string frame) {
     if (!open_) return;
+    if (in_flight_ > 0) --in_flight_;
+    last_activity_ = Clock::now();
     unsent_bytes_ += frame.size();
     out_queue_.push_back(std::move(frame));
     if (!writing_) write_more();
+    if (paused_) resume_later();
 }
 
 void Connection::write_more() {
@@ -112,12 +168,29 @@ void Connection::on_written(boost::system::error_code ec) {
         close();
         return;
     }
-    if (paused_ && unsent_bytes_ <= kMaxUnsentBytes / 2) {
-        paused_ = false;
-        consume();
-        read_more();
-    }
+    last_activity_ = Clock::now();
+    if (paused_) resume_later();
     write_more();
+}
+
+void Connection::check_deadlines(Clock::time_point now) {
+    if (!open_ || closing_) return;
+    if (!paused_ && partial_since_ != Clock::time_point{} &&
+        now - partial_since_ > std::chrono::milliseconds(limits_.frame_timeout_ms)) {
+        spdlog::debug("client {}: frame not complete within {} ms; closing", peer,
+                      limits_.frame_timeout_ms);
+        send(error_frame(0, queue::Code::timeout,
+                         "frame not complete within frame_timeout_ms " +
+                             std::to_string(limits_.frame_timeout_ms) + "; closing"));
+        return close_after_send();
+    }
+    // Idle: nothing in flight and nothing received; or answers the client never reads.
+    const bool waiting_on_client = in_flight_ == 0 || writing_;
+    if (waiting_on_client &&
+        now - last_activity_ > std::chrono::milliseconds(limits_.idle_timeout_ms)) {
+        spdlog::debug("client {}: idle for {} ms; closing", peer, limits_.idle_timeout_ms);
+        close();
+    }
 }
 
 void Connection::close_after_send() {
@@ -127,13 +200,15 @@ void Connection::close_after_send() {
 
 void Connection::close() {
     if (!open_) return;
+    auto self = shared_from_this();  // the registry may hold the last reference
     open_ = false;
     boost::system::error_code ec;
     socket_.shutdown(tcp::socket::shutdown_both, ec);
     socket_.close(ec);
     out_queue_.clear();
     unsent_bytes_ = 0;
-    if (on_close_) on_close_(shared_from_this());
+    if (registry_) registry_->remove(this);
+    if (on_close_) on_close_(self);
 }
 
 tcp::endpoint parse_endpoint(const std::string& host_port) {
@@ -164,22 +239,52 @@ Server::Server(asio::io_context& io, const std::string& listen, const Limits& li
     : io_(io),
       acceptor_(io),
       retry_(io),
+      sweep_(io),
       limits_(limits),
       on_frame_(std::move(on_frame)),
-      on_close_(std::move(on_close)) {
+      on_close_(std::move(on_close)),
+      registry_(std::make_shared<ConnectionRegistry>()) {
     auto ep = parse_endpoint(listen);
     acceptor_.open(ep.protocol());
     acceptor_.set_option(tcp::acceptor::reuse_address(true));
     acceptor_.bind(ep);
     acceptor_.listen();
     accept();
+    arm_sweep();
+}
+
+Server::~Server() {
+    stop();
+}
+
+std::size_t Server::connections() const {
+    return registry_->all.size();
 }
 
 void Server::accept() {
     acceptor_.async_accept([this](boost::system::error_code ec, tcp::socket socket) {
-        if (ec == asio::error::operation_aborted) return;
+        if (ec == asio::error::operation_aborted || stopped_) return;
         if (!ec) {
-            std::make_shared<Connection>(std::move(socket), limits_, on_frame_, on_close_)->start();
+            boost::system::error_code e;
+            const auto ep = socket.remote_endpoint(e);
+            const std::string address = e ? std::string() : ep.address().to_string();
+            auto at = registry_->per_address.find(address);
+            const std::size_t from_address = at == registry_->per_address.end() ? 0 : at->second;
+            if (registry_->all.size() >= limits_.max_connections) {
+                refuse(socket, address,
+                       "the node has max_connections " + std::to_string(limits_.max_connections) +
+                           " open");
+            } else if (from_address >= limits_.max_connections_per_address) {
+                refuse(socket, address,
+                       "this address has max_connections_per_address " +
+                           std::to_string(limits_.max_connections_per_address) + " open");
+            } else {
+                auto conn =
+                    std::make_shared<Connection>(std::move(socket), limits_, on_frame_, on_close_);
+                conn->registry_ = registry_;
+                registry_->add(conn);
+                conn->start();
+            }
             return accept();
         }
         // Out of descriptors, most likely: accepting again at once would fail at once.
@@ -191,10 +296,50 @@ void Server::accept() {
     });
 }
 
+void Server::refuse(tcp::socket& socket, const std::string& address, const std::string& why) {
+    std::uint64_t suppressed = 0;
+    if (refusal_log_.allow(address, suppressed))
+        spdlog::warn("refused a client connection from {}: {}{}", address, why,
+                     suppressed ? fmt::format(" ({} more in the last minute)", suppressed)
+                                : std::string());
+    // Best effort, without waiting: the client learns why instead of seeing a bare close.
+    const auto frame = error_frame(0, queue::Code::unavailable, "connection refused: " + why);
+    boost::system::error_code ec;
+    socket.non_blocking(true, ec);
+    socket.write_some(asio::buffer(frame), ec);
+    socket.shutdown(tcp::socket::shutdown_both, ec);
+    socket.close(ec);
+}
+
+void Server::arm_sweep() {
+    const auto every = std::clamp<std::uint32_t>(
+        std::min(limits_.frame_timeout_ms, limits_.idle_timeout_ms) / 4, 20, 1000);
+    sweep_.expires_after(std::chrono::milliseconds(every));
+    sweep_.async_wait([this](boost::system::error_code ec) {
+        if (ec || stopped_) return;
+        const auto now = Connection::Clock::now();
+        std::vector<std::shared_ptr<Connection>> conns;  // checking may close (and unregister)
+        conns.reserve(registry_->all.size());
+        for (const auto& [ptr, c] : registry_->all)
+            conns.push_back(c);
+        for (const auto& c : conns)
+            c->check_deadlines(now);
+        arm_sweep();
+    });
+}
+
 void Server::stop() {
+    stopped_ = true;
     boost::system::error_code ec;
     acceptor_.close(ec);
     retry_.cancel();
+    sweep_.cancel();
+    // Connections and the registry point at each other; closing them breaks the cycle.
+    std::vector<std::shared_ptr<Connection>> conns;
+    for (const auto& [ptr, c] : registry_->all)
+        conns.push_back(c);
+    for (const auto& c : conns)
+        c->close();
 }
 
 }  // namespace dueq::net

@@ -272,7 +272,8 @@ Config parse_config(const std::string& text, const std::string& source) {
     const auto& limits = section("limits");
     check_keys(limits, "limits",
                {"max_frame_bytes", "max_key_bytes", "max_payload_bytes", "max_take_count",
-                "max_waiting_takes"},
+                "max_waiting_takes", "max_connections", "max_connections_per_address",
+                "max_in_flight", "frame_timeout_ms", "idle_timeout_ms"},
                source);
     auto& l = c.limits;
     l.max_frame_bytes = get_int<std::size_t>(limits, "max_frame_bytes", l.max_frame_bytes, 1024,
@@ -285,6 +286,17 @@ Config parse_config(const std::string& text, const std::string& source) {
                                                1, 100'000'000, "limits", source);
     l.max_take_count = get_int<std::uint32_t>(limits, "max_take_count", l.max_take_count, 1,
                                               1'000'000, "limits", source);
+    l.max_connections = get_int<std::size_t>(limits, "max_connections", l.max_connections, 1,
+                                             10'000'000, "limits", source);
+    l.max_connections_per_address =
+        get_int<std::size_t>(limits, "max_connections_per_address", l.max_connections_per_address,
+                             1, 10'000'000, "limits", source);
+    l.max_in_flight =
+        get_int<std::size_t>(limits, "max_in_flight", l.max_in_flight, 1, 1'000'000, "limits", source);
+    l.frame_timeout_ms = get_int<std::uint32_t>(limits, "frame_timeout_ms", l.frame_timeout_ms, 10,
+                                                3'600'000, "limits", source);
+    l.idle_timeout_ms = get_int<std::uint32_t>(limits, "idle_timeout_ms", l.idle_timeout_ms, 10,
+                                               86'400'000, "limits", source);
     if (l.max_payload_bytes + l.max_key_bytes + 1024 > l.max_frame_bytes)
         fail(source,
              "[limits] max_frame_bytes must exceed max_payload_bytes + max_key_bytes + 1024");

@@ -8,6 +8,7 @@
 #include <iterator>
 
 #include "net/frame.h"
+#include "net/peer_handshake.h"
 #include "node/replies.h"
 #include "queue/command_codec.h"
 
@@ -138,8 +139,8 @@ void Node::on_frame(const std::shared_ptr<net::Connection>& conn, std::string_vi
     if (!conn->authorized && !config_.auth_token.empty() && req.op != Op::ping &&
         req.op != Op::hello) {
         conn->send(net::error_frame(req.id, Code::unauthorized,
-                                    "this node requires hello with a token first"));
-        return;
+                                    "this node requires hello with a token first; closing"));
+        return conn->close_after_send();
     }
     handle(conn, std::move(req));
 }
@@ -204,10 +205,13 @@ void Node::handle(const std::shared_ptr<net::Connection>& conn, net::Request&& r
 
 void Node::handle_hello(const std::shared_ptr<net::Connection>& conn, const net::Request& req) {
     if (!config_.auth_token.empty()) {
-        conn->authorized = req.token && *req.token == config_.auth_token;
-        if (!conn->authorized)
-            return conn->send(net::error_frame(req.id, Code::unauthorized,
-                                               req.token ? "wrong token" : "a token is required"));
+        conn->authorized = req.token && net::same_secret(*req.token, config_.auth_token);
+        if (!conn->authorized) {
+            conn->send(net::error_frame(req.id, Code::unauthorized,
+                                        req.token ? "wrong token; closing"
+                                                  : "a token is required; closing"));
+            return conn->close_after_send();
+        }
     }
     if (req.session && *req.session != conn->session) {
         auto it = sessions_.find(*req.session);
