@@ -19,14 +19,6 @@ using net::Op;
 using queue::Code;
 
 namespace {
-queue::StoreLimits store_limits(const net::Limits& l) {
-    queue::StoreLimits s;
-    s.max_key_bytes = l.max_key_bytes;
-    s.max_payload_bytes = l.max_payload_bytes;
-    s.max_take_count = l.max_take_count;
-    s.max_queue_name_bytes = l.max_queue_name_bytes;
-    return s;
-}
 }  // namespace
 
 Node::Node(asio::io_context& io, Config config)
@@ -40,11 +32,28 @@ Node::Node(asio::io_context& io, Config config)
 }
 
 std::unique_ptr<queue::Store> Node::make_store() const {
-    auto store = std::make_unique<queue::Store>(store_limits(config_.limits));
-    store->set_default_settings(config_.queue_defaults);
-    for (const auto& [name, s] : config_.queues)
-        store->configure_queue(name, s);
-    return store;
+    // Not this node's [limits] or [queues]: every replica applies with the same bounds,
+    // and queue settings arrive through the log (propose_configured_settings).
+    return std::make_unique<queue::Store>(queue::kApplyLimits);
+}
+
+void Node::propose_configured_settings() {
+    auto declare = [](const std::string& queue, const queue::QueueSettings& s) {
+        return queue::Declare{queue, s.lead_ms, s.ttr_ms, s.retention_ms, s.max_attempts,
+                              s.late_share};
+    };
+    if (!(store_->default_settings() == config_.queue_defaults)) {
+        spdlog::info("[queues.default] of this node's config differs from the replicated "
+                     "defaults; proposing it");
+        propose(declare(std::string(queue::kDefaultsQueue), config_.queue_defaults), Reply{});
+    }
+    for (const auto& [name, s] : config_.queues) {
+        if (name == "default" || store_->settings(name) == s) continue;
+        spdlog::info("[queues.{}] of this node's config differs from the replicated settings; "
+                     "proposing it",
+                     name);
+        propose(declare(name, s), Reply{});
+    }
 }
 
 Node::~Node() {

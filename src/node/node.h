@@ -97,7 +97,10 @@ class Node {
     void answer_error(const Reply& reply, queue::Code code, const std::string& message);
     void on_applied(queue::Command& cmd, const queue::Result& result, Reply& reply);
 
-    std::unique_ptr<queue::Store> make_store() const;  // empty, with the configured queues
+    std::unique_ptr<queue::Store> make_store() const;  // empty
+    // Leader: proposes a declare for each queue whose [queues] settings in this node's
+    // config differ from the replicated ones (and for [queues.default]).
+    void propose_configured_settings();
     std::int64_t now_ms() const;
     std::int64_t store_now() const;  // the store's time, or the clock if later
 

@@ -359,6 +359,9 @@ void Node::apply_entry(const raft::Entry& e) {
     }
     if (e.type != raft::EntryType::normal) {
         store_->advance(now);
+        // Our own term's first entry: everything before it is applied, so the replicated
+        // settings are known.
+        if (e.term == raft_->term() && is_leader()) propose_configured_settings();
         return;
     }
     auto cmd = queue::decode_command(e.data);

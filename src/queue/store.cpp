@@ -89,24 +89,34 @@ Result Applier::find_leased(const std::string& queue, const std::string& key, Le
 }
 
 Result Applier::operator()(const Declare& c) {
-    if (auto r = check_queue(c.queue)) return *r;
+    if (c.queue != kDefaultsQueue)
+        if (auto r = check_queue(c.queue)) return *r;
     if (c.lead_ms && !valid_duration(*c.lead_ms)) return bad("lead_ms out of range");
     if (c.ttr_ms && !valid_lease_length(*c.ttr_ms)) return bad("ttr_ms out of range");
     if (c.retention_ms && !valid_duration(*c.retention_ms)) return bad("retention_ms out of range");
     if (c.late_share && !(*c.late_share >= 0.0 && *c.late_share <= 1.0)) {
         return bad("late_share must be within 0..1");
     }
-    Queue* q = s_.get_or_create_queue(c.queue);
-    if (q == nullptr) return bad("too many queues");
-    auto& d = q->declared;
+    Queue* q = nullptr;
+    if (c.queue != kDefaultsQueue) {
+        q = s_.get_or_create_queue(c.queue);
+        if (q == nullptr) return bad("too many queues");
+    }
+    auto& d = q ? q->declared : s_.declared_defaults;
     if (c.lead_ms) d.lead_ms = c.lead_ms;
     if (c.ttr_ms) d.ttr_ms = c.ttr_ms;
     if (c.retention_ms) d.retention_ms = c.retention_ms;
     if (c.max_attempts) d.max_attempts = c.max_attempts;
     if (c.late_share) d.late_share = c.late_share;
-    s_.recompute_settings(*q);
     Result r;
-    r.settings = q->settings;
+    if (q) {
+        s_.recompute_settings(*q);
+        r.settings = q->settings;
+    } else {
+        for (Queue* each : s_.queues)
+            s_.recompute_settings(*each);
+        r.settings = s_.base_settings();
+    }
     return r;
 }
 
@@ -346,17 +356,6 @@ Result Store::apply(const Command& cmd, Millis now) {
 
 void Store::advance(Millis now) {
     impl_->advance(now);
-}
-
-void Store::set_default_settings(const QueueSettings& s) {
-    impl_->defaults = s;
-    for (Queue* q : impl_->queues)
-        impl_->recompute_settings(*q);
-}
-
-void Store::configure_queue(const std::string& queue, const QueueSettings& s) {
-    impl_->configured[queue] = s;
-    if (Queue* q = impl_->find_queue(queue)) impl_->recompute_settings(*q);
 }
 
 }  // namespace dueq::queue

@@ -41,8 +41,13 @@ struct QueueStats {
     std::optional<Millis> oldest_late;  // smallest time among ready tasks with time < now
 };
 
-// Limits the store enforces on commands (the node enforces the same ones earlier, on
-// the wire; the store re-checks so that a bad log entry cannot corrupt it).
+// A Declare of this queue sets the defaults of every queue (clients cannot name it: a
+// queue name on the wire is never empty).
+inline constexpr std::string_view kDefaultsQueue = "";
+
+// Limits the store enforces on commands. A replicated store must use the same ones on
+// every replica: the node checks its configured [limits] before proposing, and applies
+// with kApplyLimits, the largest any config may set.
 struct StoreLimits {
     std::size_t max_key_bytes = 1024;
     std::size_t max_payload_bytes = 1 << 20;
@@ -50,6 +55,7 @@ struct StoreLimits {
     std::uint32_t max_kick_count = 100'000;
     std::size_t max_queue_name_bytes = 256;
 };
+inline constexpr StoreLimits kApplyLimits{65535, std::size_t(1) << 30, 1'000'000, 100'000, 256};
 
 class Store {
   public:
@@ -69,10 +75,11 @@ class Store {
     // may call it on a timer without logging anything.
     void advance(Millis now);
 
-    // Queue settings that apply to `queue` (the defaults if it was never declared).
-    void set_default_settings(const QueueSettings& s);                       // from the config
-    void configure_queue(const std::string& queue, const QueueSettings& s);  // from the config
+    // Queue settings that apply to `queue` (the defaults if it was never declared). Every
+    // setting is replicated state: a Declare sets it, and a Declare of the queue named ""
+    // (kDefaultsQueue) sets the defaults of every queue. Nothing comes from a node's config.
     QueueSettings settings(std::string_view queue) const;
+    QueueSettings default_settings() const;
 
     std::optional<TaskView> get(std::string_view queue, std::string_view key) const;
     QueueStats stats(std::string_view queue, Millis now) const;

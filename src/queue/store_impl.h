@@ -35,7 +35,7 @@ inline Millis sat_add(Millis a, Millis b) {
     return r;
 }
 
-// What a Declare set explicitly; unset fields follow the config (or the defaults).
+// What a Declare set explicitly; unset fields follow the declared defaults.
 struct DeclaredSettings {
     std::optional<Millis> lead_ms, ttr_ms, retention_ms;
     std::optional<std::uint32_t> max_attempts;
@@ -47,7 +47,7 @@ struct Queue {
     std::string name;
     std::uint16_t id = 0;
     DeclaredSettings declared;
-    QueueSettings settings;     // effective: declared over configured over defaults
+    QueueSettings settings;     // effective: declared over declared defaults over built-in
     std::int64_t late_ppm = 0;  // settings.late_share in parts per million
     // Take-order credit for late tasks, in ppm (see pick_for_take). Persisted in meta.
     std::int64_t late_credit = 0;
@@ -82,8 +82,7 @@ struct SessionLease {
 struct StoreState {
     TaskArena arena;  // first member: outlives every task
     StoreLimits limits;
-    QueueSettings defaults;
-    std::map<std::string, QueueSettings, std::less<>> configured;
+    DeclaredSettings declared_defaults;  // Declare of kDefaultsQueue; persisted in meta
 
     std::map<std::string, std::unique_ptr<Queue>, std::less<>> queues_by_name;
     std::vector<Queue*> queues;  // by id; ids are local (not persisted)
@@ -109,7 +108,7 @@ struct StoreState {
     // ---- queues ----
     Queue* find_queue(std::string_view name) const;
     Queue* get_or_create_queue(std::string_view name);  // nullptr if kMaxQueues reached
-    QueueSettings base_settings(std::string_view name) const;
+    QueueSettings base_settings() const;
     void recompute_settings(Queue& q);
     void update_calendar(Queue& q);
 

@@ -14,7 +14,11 @@ using Queue = detail::Queue;
 
 QueueSettings Store::settings(std::string_view queue) const {
     if (const Queue* q = impl_->find_queue(queue)) return q->settings;
-    return impl_->base_settings(queue);
+    return impl_->base_settings();
+}
+
+QueueSettings Store::default_settings() const {
+    return impl_->base_settings();
 }
 
 std::optional<TaskView> Store::get(std::string_view queue, std::string_view key) const {
@@ -81,21 +85,9 @@ QueueStats Store::stats(std::string_view queue, Millis now) const {
 
 std::vector<std::string> Store::queue_names() const {
     std::vector<std::string> names;
-    auto a = impl_->queues_by_name.begin();
-    auto b = impl_->configured.begin();
-    // Both maps are sorted: merge them without duplicates.
-    while (a != impl_->queues_by_name.end() || b != impl_->configured.end()) {
-        if (b == impl_->configured.end() ||
-            (a != impl_->queues_by_name.end() && a->first < b->first)) {
-            names.push_back((a++)->first);
-        } else if (a == impl_->queues_by_name.end() || b->first < a->first) {
-            names.push_back((b++)->first);
-        } else {
-            names.push_back(a->first);
-            ++a;
-            ++b;
-        }
-    }
+    names.reserve(impl_->queues_by_name.size());
+    for (const auto& [name, q] : impl_->queues_by_name)
+        names.push_back(name);
     return names;
 }
 

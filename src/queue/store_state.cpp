@@ -44,19 +44,25 @@ Queue* detail::StoreState::get_or_create_queue(std::string_view name) {
     return raw;
 }
 
-QueueSettings detail::StoreState::base_settings(std::string_view name) const {
-    auto it = configured.find(name);
-    return it == configured.end() ? defaults : it->second;
-}
-
-void detail::StoreState::recompute_settings(Queue& q) {
-    QueueSettings s = base_settings(q.name);
-    const auto& d = q.declared;
+namespace {
+void overlay(QueueSettings& s, const detail::DeclaredSettings& d) {
     if (d.lead_ms) s.lead_ms = *d.lead_ms;
     if (d.ttr_ms) s.ttr_ms = *d.ttr_ms;
     if (d.retention_ms) s.retention_ms = *d.retention_ms;
     if (d.max_attempts) s.max_attempts = *d.max_attempts;
     if (d.late_share) s.late_share = *d.late_share;
+}
+}  // namespace
+
+QueueSettings detail::StoreState::base_settings() const {
+    QueueSettings s;
+    overlay(s, declared_defaults);
+    return s;
+}
+
+void detail::StoreState::recompute_settings(Queue& q) {
+    QueueSettings s = base_settings();
+    overlay(s, q.declared);
     q.settings = s;
     double share = std::clamp(s.late_share, 0.0, 1.0);
     q.late_ppm = static_cast<std::int64_t>(std::llround(share * detail::kShareScale));

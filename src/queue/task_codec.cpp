@@ -72,20 +72,31 @@ struct DecodedQueue {
     std::int64_t late_credit = 0;
 };
 
+// Five fields: lead_ms, ttr_ms, retention_ms, max_attempts, late_share (each nil if unset).
+bool decode_declared(const msgpack::object* a, detail::DeclaredSettings& d) {
+    // late_share as Declare accepts it (0..1): any other value, NaN included, is corrupt.
+    return detail::read_optional(a[0], &d.lead_ms, detail::read_int) &&
+           detail::read_optional(a[1], &d.ttr_ms, detail::read_int) &&
+           detail::read_optional(a[2], &d.retention_ms, detail::read_int) &&
+           detail::read_optional(a[3], &d.max_attempts, detail::read_uint_as<std::uint32_t>) &&
+           detail::read_optional(a[4], &d.late_share, detail::read_double) &&
+           (!d.late_share || (*d.late_share >= 0.0 && *d.late_share <= 1.0));
+}
+
+void pack_declared(detail::Packer& p, const detail::DeclaredSettings& d) {
+    detail::pack_optional(p, d.lead_ms);
+    detail::pack_optional(p, d.ttr_ms);
+    detail::pack_optional(p, d.retention_ms);
+    detail::pack_optional(p, d.max_attempts);
+    detail::pack_optional(p, d.late_share);
+}
+
 bool decode_queue(const msgpack::object& o, DecodedQueue* q) {
     std::uint32_t n = 0;
     const msgpack::object* a = detail::array_items(o, &n);
     if (n != 7) return false;
-    auto& d = q->declared;
-    // late_share as Declare accepts it (0..1): any other value, NaN included, is corrupt.
     return detail::read_string(a[0], &q->name) && !q->name.empty() &&
-           detail::read_optional(a[1], &d.lead_ms, detail::read_int) &&
-           detail::read_optional(a[2], &d.ttr_ms, detail::read_int) &&
-           detail::read_optional(a[3], &d.retention_ms, detail::read_int) &&
-           detail::read_optional(a[4], &d.max_attempts, detail::read_uint_as<std::uint32_t>) &&
-           detail::read_optional(a[5], &d.late_share, detail::read_double) &&
-           (!d.late_share || (*d.late_share >= 0.0 && *d.late_share <= 1.0)) &&
-           detail::read_int(a[6], &q->late_credit);
+           decode_declared(a + 1, q->declared) && detail::read_int(a[6], &q->late_credit);
 }
 
 }  // namespace
@@ -145,7 +156,7 @@ bool detail::StoreState::load_task(std::string_view queue, std::string_view key,
 std::string detail::StoreState::encode_meta() const {
     msgpack::sbuffer buf;
     detail::Packer p(buf);
-    p.pack_array(4);
+    p.pack_array(5);
     p.pack(kMetaFormat);
     p.pack(now);
     p.pack(next_lease);
@@ -153,14 +164,11 @@ std::string detail::StoreState::encode_meta() const {
     for (const auto& [name, q] : queues_by_name) {
         p.pack_array(7);
         detail::pack_text(p, name);
-        const auto& d = q->declared;
-        detail::pack_optional(p, d.lead_ms);
-        detail::pack_optional(p, d.ttr_ms);
-        detail::pack_optional(p, d.retention_ms);
-        detail::pack_optional(p, d.max_attempts);
-        detail::pack_optional(p, d.late_share);
+        pack_declared(p, q->declared);
         p.pack(q->late_credit);
     }
+    p.pack_array(5);  // the declared defaults (older metas end before them)
+    pack_declared(p, declared_defaults);
     return std::string(buf.data(), buf.size());
 }
 
@@ -169,7 +177,7 @@ bool detail::StoreState::load_meta(std::string_view encoded) {
     if (!oh) return false;
     std::uint32_t n = 0;
     const msgpack::object* a = detail::array_items(oh->get(), &n);
-    if (n != 4) return false;
+    if (n != 4 && n != 5) return false;
     std::uint64_t format = 0, lease = 0;
     Millis at = 0;
     if (!detail::read_uint(a[0], 255, &format) || format != kMetaFormat) return false;
@@ -183,12 +191,21 @@ bool detail::StoreState::load_meta(std::string_view encoded) {
     for (std::uint32_t i = 0; i < nq; ++i) {
         if (!decode_queue(qs[i], &decoded[i])) return false;
     }
+    detail::DeclaredSettings defaults;
+    if (n == 5) {
+        std::uint32_t nd = 0;
+        const msgpack::object* d = detail::array_items(a[4], &nd);
+        if (nd != 5 || !decode_declared(d, defaults)) return false;
+    }
     // Everything decoded: only now touch the store.
     for (auto& dq : decoded) {
         if (find_queue(dq.name) == nullptr && queues.size() >= detail::kMaxQueues) return false;
     }
     now = std::max(now, at);
     next_lease = std::max(next_lease, lease);
+    declared_defaults = defaults;
+    for (Queue* q : queues)
+        recompute_settings(*q);
     for (auto& dq : decoded) {
         Queue* q = get_or_create_queue(dq.name);
         q->declared = dq.declared;

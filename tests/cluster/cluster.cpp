@@ -187,6 +187,8 @@ std::string Cluster::config_text(int i) const {
       << "log_keep = " << options_.log_keep << "\n"
       << "\n[sessions]\ngrace_ms = " << options_.session_grace_ms << "\n"
       << "\n[log]\nlevel = \"" << options_.log_level << "\"\n";
+    if (std::size_t(i) < options_.extra_config.size())
+        c << "\n" << options_.extra_config[std::size_t(i)] << "\n";
     return c.str();
 }
 

@@ -62,6 +62,8 @@ struct ClusterOptions {
     bool fsync = true;
     int session_grace_ms = 1000;
     std::string log_level = "info";
+    // Appended to node i's config file (TOML sections such as [limits] or [queues.x]).
+    std::vector<std::string> extra_config;
     // Appended to every dueqd's command line, e.g. {"--plant", "reply_before_commit"}.
     std::vector<std::string> extra_args;
 };

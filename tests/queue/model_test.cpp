@@ -174,7 +174,9 @@ struct Generator {
         if (kind < 85) return Delete{queue(), key()};
         if (kind < 87) return ReleaseSession{1 + below(3)};
         if (kind < 88) return Advance{};
-        Declare d{queue()};
+        // Not the defaults (queue ""): the model copies them into a queue when it is
+        // created; the declared-defaults layering is tested in store_test.
+        Declare d{pick(queues)};
         if (chance(40)) d.lead_ms = std::vector<Millis>{0, 300, 1500}[below(3)];
         if (chance(40)) d.ttr_ms = 200 + static_cast<Millis>(below(1500));
         if (chance(40)) d.max_attempts = static_cast<std::uint32_t>(below(4));
@@ -215,10 +217,11 @@ void compare_all(const Store& s, const model::Model& m, const Generator& g, Mill
     }
 }
 
+// The defaults travel in the meta record, as in a real restart.
 std::unique_ptr<Store> restart(const Store& from, const Image& image, const QueueSettings& d) {
     auto s = std::make_unique<Store>();
-    s->set_default_settings(d);
     REQUIRE(s->load_meta(from.encode_meta()));
+    REQUIRE(s->default_settings() == d);
     for (const auto& [qk, enc] : image)
         REQUIRE(s->load_task(qk.first, qk.second, enc));
     return s;
@@ -234,7 +237,10 @@ void run_seed(std::uint64_t seed, int steps) {
     model::Model m;
     m.defaults = defaults;
     Store s;
-    s.set_default_settings(defaults);
+    REQUIRE(s.apply(Declare{std::string(kDefaultsQueue), defaults.lead_ms, defaults.ttr_ms,
+                            defaults.retention_ms, defaults.max_attempts, defaults.late_share},
+                    0)
+                .ok());
     Image image;
     std::unique_ptr<Store> twin = restart(s, image, defaults);
     Image twin_image;

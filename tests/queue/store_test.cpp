@@ -75,10 +75,11 @@ TEST_CASE("put creates a ready task; without a time it is due at the log time", 
 
 TEST_CASE("a queue used but never declared is created with the defaults", "[queue]") {
     Store s;
-    QueueSettings d;
-    d.ttr_ms = 1234;
-    s.set_default_settings(d);
-    CHECK(s.queue_names().empty());
+    Declare defaults{std::string(kDefaultsQueue)};
+    defaults.ttr_ms = 1234;
+    REQUIRE(s.apply(defaults, T0).ok());
+    CHECK(s.queue_names().empty());  // declaring the defaults creates no queue
+    CHECK(s.default_settings().ttr_ms == 1234);
     REQUIRE(s.apply(Put{"fresh", "k", "p"}, T0).ok());
     CHECK(s.queue_names() == std::vector<std::string>{"fresh"});
     CHECK(s.settings("fresh").ttr_ms == 1234);
@@ -91,18 +92,18 @@ TEST_CASE("a queue used but never declared is created with the defaults", "[queu
     CHECK(s.queue_names() == std::vector<std::string>{"fresh"});
 }
 
-TEST_CASE("declare creates or updates; config settings sit under declared ones", "[queue]") {
+TEST_CASE("declare creates or updates; declared defaults sit under a queue's own", "[queue]") {
     Store s;
-    QueueSettings cfg;
-    cfg.lead_ms = 100;
-    cfg.ttr_ms = 200;
-    s.configure_queue("c", cfg);
-    CHECK(s.settings("c") == cfg);
-    CHECK(s.queue_names() == std::vector<std::string>{"c"});
+    Declare base{std::string(kDefaultsQueue)};
+    base.lead_ms = 100;
+    base.ttr_ms = 200;
+    REQUIRE(s.apply(base, T0).ok());
+    CHECK(s.settings("c").lead_ms == 100);
     Declare d{"c"};
     d.ttr_ms = 999;
     Result r = s.apply(d, T0);
     REQUIRE(r.ok());
+    CHECK(s.queue_names() == std::vector<std::string>{"c"});
     CHECK(r.settings.lead_ms == 100);
     CHECK(r.settings.ttr_ms == 999);
     Declare d2{"c"};
@@ -112,14 +113,29 @@ TEST_CASE("declare creates or updates; config settings sit under declared ones",
     CHECK(r.settings.ttr_ms == 999);  // unset fields keep their value
     CHECK(r.settings.late_share == 0.5);
     CHECK(r.settings.max_attempts == 3);
-    cfg.lead_ms = 7;
-    s.configure_queue("c", cfg);  // a config reload changes what was not declared
+    base.lead_ms = 7;
+    REQUIRE(s.apply(base, T0).ok());  // new defaults change what a queue did not declare
     CHECK(s.settings("c").lead_ms == 7);
     CHECK(s.settings("c").ttr_ms == 999);
-    QueueSettings def;
-    def.retention_ms = 5;
-    s.set_default_settings(def);
-    CHECK(s.settings("unknown").retention_ms == 5);
+    CHECK(s.settings("unknown").lead_ms == 7);
+    // Out-of-range defaults are refused like any declare, and change nothing.
+    Declare bad{std::string(kDefaultsQueue)};
+    bad.late_share = 2.0;
+    CHECK(s.apply(bad, T0).code == Code::bad_request);
+    CHECK(s.default_settings().late_share == 0.0);
+}
+
+TEST_CASE("declared defaults survive the store meta record", "[queue]") {
+    Store s;
+    Declare base{std::string(kDefaultsQueue)};
+    base.retention_ms = 5;
+    base.late_share = 0.25;
+    REQUIRE(s.apply(base, T0).ok());
+    REQUIRE(s.apply(Put{"q", "k", "p"}, T0).ok());
+    Store t;
+    REQUIRE(t.load_meta(s.encode_meta()));
+    CHECK(t.default_settings() == s.default_settings());
+    CHECK(t.settings("q").retention_ms == 5);
 }
 
 TEST_CASE("put modes: insert refuses an existing task, update a missing one", "[queue]") {
@@ -505,7 +521,7 @@ TEST_CASE("bad input is refused with bad_request and changes nothing", "[queue][
         declare([](Declare& d) { d.lead_ms = -1; }),
         declare([](Declare& d) { d.ttr_ms = 0; }),
         declare([](Declare& d) { d.retention_ms = -1; }),
-        Declare{""},
+        Declare{"123456789"},
     };
     for (std::size_t i = 0; i < bad.size(); ++i) {
         CAPTURE(i);
