@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Throughput of two builds of dueqd side by side, in one run: put and take+ack (refresh)
+# on one node and on a 3-node loopback cluster, fsync always, measured by the NEW tree's
+# dueq-bench. Runs alternate old, new, old, new... (ROUNDS times each) so that drift of
+# a noisy machine hits both alike; prints each figure and the new/old ratio of medians.
+#
+#   tools/bench/before-after.sh OLD_ROOT NEW_ROOT
+#
+# Each ROOT is a checkout with dueqd built in ROOT/build (BUILD_DIR to change); each
+# tree's own tools/bench/dueq.sh starts its dueqd, so configs match the binary. Make the
+# old one with: git worktree add /tmp/dueq-old <commit> && (cd /tmp/dueq-old &&
+# scripts/build.sh). Environment: ROUNDS (3), SECS (8 per run), CONNS (64).
+# Every server listens on 127.0.0.1 and is stopped by its PID.
+set -euo pipefail
+old=${1:?usage: before-after.sh OLD_ROOT NEW_ROOT}
+new=${2:?usage: before-after.sh OLD_ROOT NEW_ROOT}
+old=$(cd "$old" && pwd) new=$(cd "$new" && pwd)
+build=${BUILD_DIR:-build}
+rounds=${ROUNDS:-3} secs=${SECS:-8} conns=${CONNS:-64}
+bench=$new/$build/tools/bench/dueq-bench
+for t in "$old/$build/src/node/dueqd" "$new/$build/src/node/dueqd" "$bench"; do
+  [ -x "$t" ] || { echo "missing $t: build it first" >&2; exit 2; }
+done
+work=$(mktemp -d /tmp/dueq-before-after.XXXXXX)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; }
+trap cleanup EXIT
+stop_all() {
+  for p in "${pids[@]}"; do
+    kill "$p" 2>/dev/null || true
+    for _ in $(seq 1 3000); do kill -0 "$p" 2>/dev/null || break; sleep 0.01; done
+    kill -9 "$p" 2>/dev/null || true
+  done
+  pids=()
+}
+# ops/s of one dueq-bench run (its JSON's throughput field).
+measure() {  # ADDRS SCENARIO QUEUE
+  "$bench" "$2" -b dueq -a "$1" -c "$conns" -d 1 --warmup 1 -s "$secs" --keys 20000 \
+    --queue "$3" --json | python3 -c 'import json,sys; print(round(json.load(sys.stdin)["ops_per_s"]))'
+}
+declare -A figures
+for round in $(seq 1 "$rounds"); do
+  for side in old new; do
+    root=$old
+    [ $side = new ] && root=$new
+    dir=$work/$side-$round
+    # One node.
+    pids+=("$(BUILD_DIR=$build "$root/tools/bench/dueq.sh" node "$dir/single" 7795 always)")
+    for scenario in put refresh; do
+      v=$(measure 127.0.0.1:7795 "$scenario" "q-$scenario-$round")
+      figures[$side-single-$scenario]+="$v "
+      echo "round $round $side single $scenario: $v ops/s" >&2
+    done
+    stop_all
+    # Three nodes.
+    read -ra ps <<<"$(BUILD_DIR=$build DUEQ_CLIENT_BASE=7775 DUEQ_PEER_BASE=7875 \
+      "$root/tools/bench/dueq.sh" cluster "$dir/cluster")"
+    pids+=("${ps[@]}")
+    sleep 2  # an election
+    for scenario in put refresh; do
+      v=$(measure 127.0.0.1:7775,127.0.0.1:7776,127.0.0.1:7777 "$scenario" "q-$scenario-$round")
+      figures[$side-cluster-$scenario]+="$v "
+      echo "round $round $side cluster $scenario: $v ops/s" >&2
+    done
+    stop_all
+  done
+done
+median() { tr ' ' '\n' | grep -v '^$' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+printf '| %-16s | %-28s | %-28s | %s |\n' "fsync always, $conns conns" "old (each round)" "new (each round)" "new / old (medians)"
+printf '|---|---|---|---|\n'
+for k in single-put single-refresh cluster-put cluster-refresh; do
+  o=$(echo "${figures[old-$k]}" | median) n=$(echo "${figures[new-$k]}" | median)
+  printf '| %-16s | %-28s | %-28s | %s |\n' "$k" "${figures[old-$k]}" "${figures[new-$k]}" \
+    "$(awk -v a="$n" -v b="$o" 'BEGIN { printf "%.3f", a / b }')"
+done
+rm -rf "$work"
