@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "net/peer_handshake.h"
@@ -57,7 +58,12 @@ void PeerLink::start_reading() {
 
 void PeerLink::read_more() {
     if (!open_) return;
-    if (in_len_ == in_.size()) in_.resize(in_.size() * 2);
+    // Full: every complete frame was consumed, so a frame of at most frame_limit_ is
+    // still arriving. Grow towards it as its bytes come, never from its declared length.
+    if (in_len_ == in_.size()) {
+        const std::size_t want = std::min(in_.size() * 2, frame_limit_ + 4);
+        in_.resize(want > in_.size() ? want : in_.size() * 2);
+    }
     socket_.async_read_some(
         asio::buffer(in_.data() + in_len_, in_.size() - in_len_),
         [self = shared_from_this()](boost::system::error_code ec, std::size_t n) {
@@ -87,11 +93,8 @@ void PeerLink::consume() {
                          remote_, len, frame_limit_);
             return close("frame of " + std::to_string(len) + " bytes over the limit");
         }
-        if (in_len_ - pos < 4 + len) {
-            // Make room for the whole frame; its size is capped above.
-            if (in_.size() < 4 + len) in_.resize(4 + len);
-            break;
-        }
+        // The buffer grows in read_more as bytes arrive, never from a declared length.
+        if (in_len_ - pos < 4 + len) break;
         // The owner may close this link or stop the mesh here; `in_` stays intact.
         if (len > 0) owner->on_link_frame(self, std::string_view(in_.data() + pos + 4, len));
         pos += 4 + len;
