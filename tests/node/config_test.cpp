@@ -1,5 +1,10 @@
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
 #include "node/config.h"
 
 using dueq::node::ConfigError;
@@ -78,4 +83,41 @@ TEST_CASE("[raft] proposal_timeout_ms defaults to three election timeouts") {
           250);
     CHECK(error_of("[raft]\nproposal_timeout_ms = -1\n").find("proposal_timeout_ms") !=
           std::string::npos);
+}
+
+TEST_CASE("[cluster] secret_file is read relative to the config file, and checked") {
+    namespace fs = std::filesystem;
+    const fs::path dir = fs::temp_directory_path() / ("dueq-config-secret-" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    auto write = [&](const std::string& name, const std::string& text) {
+        std::ofstream(dir / name) << text;
+        return (dir / name).string();
+    };
+    write("secret", "0123456789abcdef-secret\n");
+    const auto config = write("node.toml", "[cluster]\nid = \"c\"\nsecret_file = \"secret\"\n");
+    const auto c = dueq::node::load_config_file(config);
+    CHECK(c.cluster_secret == "0123456789abcdef-secret");  // the newline is not part of it
+    write("short", "tooshort\n");
+    const auto short_config = write("short.toml", "[cluster]\nsecret_file = \"short\"\n");
+    CHECK_THROWS_WITH(dueq::node::load_config_file(short_config),
+                      Catch::Contains("at least 16"));
+    const auto missing = write("missing.toml", "[cluster]\nsecret_file = \"nope\"\n");
+    CHECK_THROWS_WITH(dueq::node::load_config_file(missing), Catch::Contains("cannot read"));
+    fs::remove_all(dir);
+}
+
+TEST_CASE("[limits] for client connections parse and are range-checked") {
+    const auto c = parse_config(
+        "[limits]\nmax_connections = 50\nmax_connections_per_address = 5\nmax_in_flight = 8\n"
+        "frame_timeout_ms = 250\nidle_timeout_ms = 1000\n",
+        "t");
+    CHECK(c.limits.max_connections == 50);
+    CHECK(c.limits.max_connections_per_address == 5);
+    CHECK(c.limits.max_in_flight == 8);
+    CHECK(c.limits.frame_timeout_ms == 250);
+    CHECK(c.limits.idle_timeout_ms == 1000);
+    CHECK(error_of("[limits]\nmax_in_flight = 0\n").find("max_in_flight") != std::string::npos);
+    CHECK(error_of("[limits]\nframe_timeout_ms = 1\n").find("frame_timeout_ms") !=
+          std::string::npos);
+    CHECK(parse_config("", "t").limits.idle_timeout_ms == 600'000);
 }
