@@ -36,7 +36,7 @@ stop_all() {
 # ops/s of one dueq-bench run (its JSON's throughput field).
 measure() {  # ADDRS SCENARIO QUEUE
   "$bench" "$2" -b dueq -a "$1" -c "$conns" -d 1 --warmup 1 -s "$secs" --keys 20000 \
-    --queue "$3" --json | python3 -c 'import json,sys; print(round(json.load(sys.stdin)["ops_per_s"]))'
+    --queue "$3" --json | python3 -c 'import json,sys; print(round(json.load(sys.stdin)["results"][0]["ops_per_s"]))'
 }
 declare -A figures
 for round in $(seq 1 "$rounds"); do
