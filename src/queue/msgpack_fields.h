@@ -4,6 +4,7 @@
 
 #include <msgpack.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -115,14 +116,23 @@ bool read_optional(const msgpack::object& o, std::optional<T>* out, Reader read)
     return true;
 }
 
+// `limit` with its array and map counts cut to what `bytes` can hold (one byte per
+// element at least): msgpack-c allocates an array's elements when it reads the header,
+// so a few bytes declaring a million elements must not cost megabytes.
+inline msgpack::unpack_limit fitted(const msgpack::unpack_limit& limit, std::string_view bytes) {
+    return msgpack::unpack_limit(std::min(limit.array(), bytes.size()),
+                                 std::min(limit.map(), bytes.size() / 2), limit.str(), limit.bin(),
+                                 limit.ext(), limit.depth());
+}
+
 // Unpacks exactly one object spanning all of `bytes`, under the given limits.
 // nullopt if the bytes are malformed, truncated, trailed, or break a limit.
 inline std::optional<msgpack::object_handle> unpack_whole(std::string_view bytes,
                                                           const msgpack::unpack_limit& limit) {
     try {
         std::size_t off = 0;
-        msgpack::object_handle oh =
-            msgpack::unpack(bytes.data(), bytes.size(), off, nullptr, nullptr, limit);
+        msgpack::object_handle oh = msgpack::unpack(bytes.data(), bytes.size(), off, nullptr,
+                                                    nullptr, fitted(limit, bytes));
         if (off != bytes.size()) return std::nullopt;
         return oh;
     } catch (const std::exception&) {

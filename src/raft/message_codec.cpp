@@ -2,6 +2,8 @@
 
 #include <msgpack.hpp>
 
+#include <algorithm>
+
 namespace dueq::raft {
 
 namespace {
@@ -105,8 +107,11 @@ Result<Message> decode_message(std::string_view bytes, const DecodeLimits& limit
     try {
         // Caps checked by the parser before it allocates: arrays, maps, strings, bins,
         // ext, and nesting depth (3 is all the format needs).
-        msgpack::unpack_limit limit(std::max<std::size_t>(limits.max_entries, kFields), 0, 0,
-                                    limits.max_bytes, 0, 4);
+        // Arrays no longer than the bytes could hold: msgpack-c allocates an array's
+        // elements as soon as it reads its header.
+        msgpack::unpack_limit limit(
+            std::min(std::max<std::size_t>(limits.max_entries, kFields), bytes.size()), 0, 0,
+            limits.max_bytes, 0, 4);
         std::size_t offset = 0;
         handle = msgpack::unpack(bytes.data(), bytes.size(), offset, nullptr, nullptr, limit);
         if (offset != bytes.size()) return Error::invalid;  // trailing bytes
