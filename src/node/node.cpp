@@ -265,6 +265,7 @@ void Node::handle_read(const std::shared_ptr<net::Connection>& conn, const net::
             s.applied_index = applied_.index;
             s.tasks = store_->task_count();
             s.pending = proposals_.size();
+            s.peer_input_dropped = peer_input_dropped_;
             for (std::size_t i = 0; i < config_.members.size(); ++i) {
                 if (i + 1 == raft_id_) continue;
                 PeerStatus p{config_.members[i].id, config_.members[i].peer,

@@ -99,7 +99,7 @@ std::string stats_reply(std::uint64_t id, const queue::Store& store, const std::
 
 std::string status_reply(std::uint64_t id, const StatusInfo& s) {
     FrameBuilder f;
-    f.begin_ok(id, 12);
+    f.begin_ok(id, 13);
     f.key("node_id");
     f.str(s.node_id);
     f.key("role");
@@ -137,6 +137,8 @@ std::string status_reply(std::uint64_t id, const StatusInfo& s) {
     f.pk().pack_uint64(s.tasks);
     f.key("pending");
     f.pk().pack_uint64(s.pending);
+    f.key("peer_input_dropped");
+    f.pk().pack_uint64(s.peer_input_dropped);
     return f.finish();
 }
 

@@ -20,6 +20,7 @@ struct StatusInfo {
     std::string node_id, role, leader, leader_id;  // leader: its client address
     std::uint64_t term = 0, commit_index = 0, last_index = 0, applied_index = 0;
     std::uint64_t tasks = 0, pending = 0;
+    std::uint64_t peer_input_dropped = 0;  // peer frames refused before the Raft core
     std::vector<PeerStatus> peers;
 };
 

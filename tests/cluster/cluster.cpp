@@ -79,6 +79,7 @@ NodeStatus decode_status(const std::string& raw) {
     s.applied_index = uint_field(m, "applied_index");
     s.last_index = uint_field(m, "last_index");
     s.tasks = uint_field(m, "tasks");
+    s.peer_input_dropped = uint_field(m, "peer_input_dropped");
     if (const auto* peers = field(m, "peers"); peers && peers->type == msgpack::type::ARRAY) {
         for (std::uint32_t i = 0; i < peers->via.array.size; ++i) {
             const auto& p = peers->via.array.ptr[i];

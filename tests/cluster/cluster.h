@@ -47,6 +47,7 @@ struct NodeStatus {
     std::uint64_t applied_index = 0;
     std::uint64_t last_index = 0;
     std::uint64_t tasks = 0;
+    std::uint64_t peer_input_dropped = 0;
     std::vector<PeerStatus> peers;
 };
 
