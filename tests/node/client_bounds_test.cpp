@@ -8,7 +8,10 @@
 
 #include <boost/asio.hpp>
 
+#include <algorithm>
+#include <cstring>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <thread>
 
@@ -166,4 +169,71 @@ TEST_CASE("at the in-flight cap the node stops reading a connection until it ans
         if (ok == 3000) break;
     }
     CHECK(ok == 3000);
+}
+
+// The same findings as in test_protocol, against the real process.
+TEST_CASE("dueqd: 20,000 parked takes keep the loop responsive; one put wakes one") {
+    auto node = start_with_limits("parked-takes", "max_in_flight = 30000");
+    RawClient c(node.process->port());
+    RawClient probe(node.process->port());
+    auto applied = [&](std::uint64_t id) { return probe.call("status", id).u("applied_index"); };
+    constexpr std::uint64_t kParked = 20'000;
+    for (std::uint64_t i = 0; i < kParked; ++i)
+        c.send("take", 100 + i, {{"queue", c.str("jobs")}, {"timeout_ms", c.obj(120'000)}});
+    // A ping on another connection while the takes park, and once they have: the loop
+    // answers in milliseconds, not after a walk over every waiter.
+    std::int64_t worst_ms = 0;
+    for (int i = 0; i < 50; ++i) {
+        const auto t0 = steady_clock::now();
+        REQUIRE(probe.call("ping", 1000 + std::uint64_t(i)).ok());
+        worst_ms = std::max<std::int64_t>(
+            worst_ms, duration_cast<milliseconds>(steady_clock::now() - t0).count());
+    }
+    WARN("worst ping while 20,000 takes parked: " << worst_ms << " ms");
+    const auto before = applied(1);
+    c.send("put", 2, {{"queue", c.str("jobs")}, {"key", c.str("k")}, {"payload", c.str("v")}});
+    std::size_t handed_out = 0;
+    bool put_ok = false;
+    while (!put_ok || handed_out == 0) {
+        auto r = c.read();
+        REQUIRE(r);
+        if (r->id() == 2) {
+            put_ok = r->ok();
+            continue;
+        }
+        REQUIRE(r->ok());
+        handed_out += r->find("tasks")->via.array.size;
+    }
+    CHECK(handed_out == 1);
+    const auto after = applied(3);
+    CHECK(after - before <= 3);  // the put and the one take it woke (an Advance at most)
+    const auto t0 = steady_clock::now();
+    CHECK(probe.call("ping", 4).ok());
+    CHECK(duration_cast<milliseconds>(steady_clock::now() - t0).count() < 1000);
+}
+
+TEST_CASE("dueqd: a key that is not UTF-8 comes back as bin, a UTF-8 one as str") {
+    auto node = start_with_limits("key-types", "");
+    RawClient c(node.process->port());
+    auto bin = [&](const std::string& bytes) {
+        msgpack::object o;
+        o.type = msgpack::type::BIN;
+        char* p = static_cast<char*>(c.zone.allocate_align(bytes.size()));
+        std::memcpy(p, bytes.data(), bytes.size());
+        o.via.bin.ptr = p;
+        o.via.bin.size = std::uint32_t(bytes.size());
+        return o;
+    };
+    const std::string raw = "tok-\xff\xfe";
+    REQUIRE(c.call("put", 1, {{"key", bin(raw)}, {"payload", c.str("v")}}).ok());
+    REQUIRE(c.call("put", 2, {{"key", bin("plain")}, {"payload", c.str("w")}}).ok());
+    auto key_type = [&](const std::string& key, std::uint64_t id) {
+        auto got = c.call("get", id, {{"key", bin(key)}});
+        REQUIRE(got.ok());
+        std::map<std::string, msgpack::object> fields;
+        got.find("task")->convert(fields);
+        return fields.at("key").type;
+    };
+    CHECK(key_type(raw, 3) == msgpack::type::BIN);
+    CHECK(key_type("plain", 4) == msgpack::type::STR);
 }
