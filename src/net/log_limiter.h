@@ -29,6 +29,12 @@ class LogLimiter {
         return true;
     }
 
+    // What to append to the logged line: nothing, or how many were left unsaid.
+    static std::string suppressed_note(std::uint64_t suppressed) {
+        return suppressed ? " (" + std::to_string(suppressed) + " more since the last report)"
+                          : std::string();
+    }
+
   private:
     static constexpr std::size_t kMaxKeys = 4096;
     struct Seen {

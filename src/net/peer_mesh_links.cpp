@@ -82,10 +82,7 @@ void MeshCore::refuse(const std::shared_ptr<PeerLink>& link, const std::string& 
     std::uint64_t suppressed = 0;
     if (refusal_log_.allow(address, suppressed))
         spdlog::warn("peer mesh: refused handshake {} {}: {}{}", link->dialed() ? "with" : "from",
-                     link->remote(), why,
-                     suppressed ? fmt::format(" ({} more refused from {} in the last minute)",
-                                              suppressed, address)
-                                : std::string());
+                     link->remote(), why, LogLimiter::suppressed_note(suppressed));
     link->close("handshake refused");
 }
 

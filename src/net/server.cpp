@@ -69,6 +69,7 @@ void Connection::read_more() {
                 return;
             }
             self->in_len_ += n;
+            self->last_activity_ = Clock::now();
             self->consume();
             self->read_more();
         });
@@ -93,7 +94,6 @@ void Connection::consume() {
         }
         if (in_len_ - pos < 4 + len) break;
         ++in_flight_;
-        last_activity_ = Clock::now();
         on_frame_(self, std::string_view(in_.data() + pos + 4, len));
         pos += 4 + len;
     }
@@ -106,7 +106,7 @@ void Connection::consume() {
     if (in_len_ == 0)
         partial_since_ = {};
     else if (pos > 0 || partial_since_ == Clock::time_point{})
-        partial_since_ = Clock::now();
+        partial_since_ = last_activity_;
     // A large frame grew the buffer; give the memory back once it is consumed.
     if (in_len_ < kInitialBuffer && in_.size() > 1024 * 1024) {
         in_.resize(kInitialBuffer);
@@ -134,7 +134,6 @@ void Connection::resume_later() {
 void Connection::send(std::string frame) {
     if (!open_) return;
     if (in_flight_ > 0) --in_flight_;
-    last_activity_ = Clock::now();
     unsent_bytes_ += frame.size();
     out_queue_.push_back(std::move(frame));
     if (!writing_) write_more();
@@ -300,8 +299,7 @@ void Server::refuse(tcp::socket& socket, const std::string& address, const std::
     std::uint64_t suppressed = 0;
     if (refusal_log_.allow(address, suppressed))
         spdlog::warn("refused a client connection from {}: {}{}", address, why,
-                     suppressed ? fmt::format(" ({} more in the last minute)", suppressed)
-                                : std::string());
+                     LogLimiter::suppressed_note(suppressed));
     // Best effort, without waiting: the client learns why instead of seeing a bare close.
     const auto frame = error_frame(0, queue::Code::unavailable, "connection refused: " + why);
     boost::system::error_code ec;

@@ -79,7 +79,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     bool paused_ = false, resume_posted_ = false;
     static constexpr std::size_t kMaxUnsentBytes = 32u << 20;
     bool writing_ = false, open_ = true, closing_ = false;
-    Clock::time_point last_activity_ = Clock::now();  // a frame in or an answer out
+    Clock::time_point last_activity_ = Clock::now();  // bytes read or an answer written
     Clock::time_point partial_since_{};  // when an incomplete frame began; {} = none
 };
 

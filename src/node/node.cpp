@@ -18,9 +18,6 @@ namespace asio = boost::asio;
 using net::Op;
 using queue::Code;
 
-namespace {
-}  // namespace
-
 Node::Node(asio::io_context& io, Config config)
     : io_(io),
       config_(std::move(config)),

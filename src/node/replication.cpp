@@ -312,8 +312,7 @@ void Node::drop_peer_input(std::uint64_t from, const std::string& problem) {
     std::uint64_t suppressed = 0;
     if (peer_input_log_.allow(std::to_string(from), suppressed))
         spdlog::warn("peer {}: dropped {}{}", from, problem,
-                     suppressed ? fmt::format(" ({} more dropped since the last report)", suppressed)
-                                : std::string());
+                     net::LogLimiter::suppressed_note(suppressed));
 }
 
 void Node::on_peer_change(std::uint64_t peer, bool connected) {

@@ -215,15 +215,7 @@ TEST_CASE("dueqd: 20,000 parked takes keep the loop responsive; one put wakes on
 TEST_CASE("dueqd: a key that is not UTF-8 comes back as bin, a UTF-8 one as str") {
     auto node = start_with_limits("key-types", "");
     RawClient c(node.process->port());
-    auto bin = [&](const std::string& bytes) {
-        msgpack::object o;
-        o.type = msgpack::type::BIN;
-        char* p = static_cast<char*>(c.zone.allocate_align(bytes.size()));
-        std::memcpy(p, bytes.data(), bytes.size());
-        o.via.bin.ptr = p;
-        o.via.bin.size = std::uint32_t(bytes.size());
-        return o;
-    };
+    auto bin = [&](const std::string& bytes) { return c.bin(bytes); };
     const std::string raw = "tok-\xff\xfe";
     REQUIRE(c.call("put", 1, {{"key", bin(raw)}, {"payload", c.str("v")}}).ok());
     REQUIRE(c.call("put", 2, {{"key", bin("plain")}, {"payload", c.str("w")}}).ok());

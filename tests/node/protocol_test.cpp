@@ -278,15 +278,7 @@ TEST_CASE("with auth_token set, only ping and hello work before a hello with the
 TEST_CASE("a key comes back as str when it is valid UTF-8 and as bin otherwise") {
     TestNode node("key-types");
     RawClient c(node.port());
-    auto bin = [&](const std::string& bytes) {
-        msgpack::object o;
-        o.type = msgpack::type::BIN;
-        char* p = static_cast<char*>(c.zone.allocate_align(bytes.size()));
-        std::memcpy(p, bytes.data(), bytes.size());
-        o.via.bin.ptr = p;
-        o.via.bin.size = std::uint32_t(bytes.size());
-        return o;
-    };
+    auto bin = [&](const std::string& bytes) { return c.bin(bytes); };
     const std::string raw = "tok-\xff\xfe";  // not UTF-8: a strict decoder refuses it as str
     REQUIRE(c.call("put", 1, {{"key", bin(raw)}, {"payload", c.str("v")}}).ok());
     REQUIRE(c.call("put", 2, {{"key", bin("plain")}, {"payload", c.str("w")}}).ok());

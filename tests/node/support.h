@@ -9,6 +9,7 @@
 #include <msgpack.hpp>
 
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -74,6 +75,16 @@ class RawClient {
 
     msgpack::zone zone;  // owns objects built for `fields`
     msgpack::object str(const std::string& s) { return msgpack::object(s, zone); }
+    // The bytes as msgpack bin (a key that need not be UTF-8), held by `zone`.
+    msgpack::object bin(const std::string& bytes) {
+        msgpack::object o;
+        o.type = msgpack::type::BIN;
+        char* p = static_cast<char*>(zone.allocate_align(bytes.size() + 1));
+        std::memcpy(p, bytes.data(), bytes.size());
+        o.via.bin.ptr = p;
+        o.via.bin.size = std::uint32_t(bytes.size());
+        return o;
+    }
     template <typename T>
     msgpack::object obj(const T& v) {
         return msgpack::object(v, zone);
