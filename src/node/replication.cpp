@@ -18,14 +18,6 @@ using queue::Code;
 namespace {
 constexpr char kRaftKind = 'R';
 
-bool safe_before_persist(const raft::Ready& rd, const raft::Message& m) {
-    // A leader's appends promise nothing about its own disk: it counts itself toward
-    // a commit only after advance() (self_match is the stable index). Its term was made
-    // durable before it could win votes.
-    using T = raft::MessageType;
-    return rd.role == raft::Role::leader &&
-           (m.type == T::append || m.type == T::heartbeat || m.type == T::snapshot);
-}
 }  // namespace
 
 std::optional<std::string> Node::start_raft(const storage::Loaded& loaded) {
@@ -198,19 +190,9 @@ void Node::process_ready() {
     storage::LogWrite w;
     w.entries = rd.entries;
     w.hard_state = rd.hard_state;
-    // A commit index that moved needs no fsync: a restart learns it again.
-    const raft::HardState durable = log_.hard_state();
-    w.sync = !rd.entries.empty() ||
-             (rd.hard_state && (rd.hard_state->term != durable.term ||
-                                rd.hard_state->vote != durable.vote));
-    std::vector<raft::Message> later;
-    for (auto& m : rd.messages) {
-        if (safe_before_persist(rd, m))
-            send_message(m);
-        else
-            later.push_back(std::move(m));
-    }
-    rd.messages = std::move(later);
+    w.sync = rd.must_sync;
+    for (const auto& m : rd.messages_before_persist)
+        send_message(m);
     if (rd.snapshot) {
         install_snapshot(*rd.snapshot);  // carries the hard state
         w.hard_state.reset();

@@ -16,13 +16,23 @@ std::string_view to_string(PlantedBug b) {
             return "vote_before_persist";
         case PlantedBug::apply_uncommitted:
             return "apply_uncommitted";
+        case PlantedBug::ack_before_persist:
+            return "ack_before_persist";
+        case PlantedBug::shell_applies_uncommitted:
+            return "shell_applies_uncommitted";
+        case PlantedBug::lease_from_local_clock:
+            return "lease_from_local_clock";
+        case PlantedBug::reply_before_apply:
+            return "reply_before_apply";
     }
     return "?";
 }
 
 bool parse_planted_bug(std::string_view name, PlantedBug& out) {
     for (auto b : {PlantedBug::none, PlantedBug::vote_for_stale_log, PlantedBug::commit_prior_term,
-                   PlantedBug::vote_before_persist, PlantedBug::apply_uncommitted}) {
+                   PlantedBug::vote_before_persist, PlantedBug::apply_uncommitted,
+                   PlantedBug::ack_before_persist, PlantedBug::shell_applies_uncommitted,
+                   PlantedBug::lease_from_local_clock, PlantedBug::reply_before_apply}) {
         if (to_string(b) == name) {
             out = b;
             return true;

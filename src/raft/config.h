@@ -20,6 +20,13 @@ enum class PlantedBug : std::uint8_t {
     commit_prior_term,    // count replicas for entries of earlier terms (§3.6.2, Fig. 8)
     vote_before_persist,  // reply to a vote while the vote is not yet in the HardState
     apply_uncommitted,    // hand entries to apply before they are committed
+    // A follower's append acknowledgement leaves before its write is durable (the core's
+    // Ready::messages_before_persist holds every message).
+    ack_before_persist,
+    // Defects of the shell (shell/raft_shell.h), not of the core:
+    shell_applies_uncommitted,  // applies appended entries before they are committed
+    lease_from_local_clock,     // applies at this node's clock instead of the log time
+    reply_before_apply,         // answers a proposal as soon as it is in the leader's log
 };
 
 std::string_view to_string(PlantedBug b);

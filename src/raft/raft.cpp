@@ -239,6 +239,13 @@ bool Raft::has_ready() const {
     return upto > log_.applying();
 }
 
+bool Raft::may_send_before_persist(const Message& m) const {
+    if (planted(PlantedBug::ack_before_persist)) return true;
+    using T = MessageType;
+    return role_ == Role::leader &&
+           (m.type == T::append || m.type == T::heartbeat || m.type == T::snapshot);
+}
+
 HardState Raft::hard_state_to_persist() const {
     HardState hs = hard_state();
     if (planted(PlantedBug::vote_before_persist) && vote_ != cfg_.id) {
@@ -261,7 +268,16 @@ Ready Raft::ready() {
         rd.hard_state = hs;
         handed_hs_ = hs;
     }
-    rd.messages = std::move(msgs_);
+    const HardState durable = storage_.hard_state();
+    rd.must_sync = !rd.entries.empty() ||
+                   (rd.hard_state && (rd.hard_state->term != durable.term ||
+                                      rd.hard_state->vote != durable.vote));
+    for (auto& m : msgs_) {
+        if (may_send_before_persist(m))
+            rd.messages_before_persist.push_back(std::move(m));
+        else
+            rd.messages.push_back(std::move(m));
+    }
     msgs_.clear();
     Index upto = planted(PlantedBug::apply_uncommitted) ? log_.last_index() : log_.committed();
     rd.committed_entries = log_.next_to_apply(upto, cfg_.max_bytes_per_msg);

@@ -114,6 +114,8 @@ class Raft {
     void send(Message m);
     bool planted(PlantedBug b) const;
     HardState hard_state_to_persist() const;
+    // Ready::messages_before_persist: see ready.h for why these may leave early.
+    bool may_send_before_persist(const Message& m) const;
 
     // Ticks (raft.cpp)
     void tick_election();

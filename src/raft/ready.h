@@ -1,8 +1,13 @@
 // The Ready batch: everything the core wants the shell to do, and in which order.
 //
 // Contract (the shell, for each Ready, in this order):
+//  0. `messages_before_persist` may be sent at once, before or while step 1 runs: the
+//     core put there only what promises nothing about this node's disk.
 //  1. Persist: install `snapshot` (LogStorage::apply_snapshot), append `entries`
-//     (LogStorage::append), store `hard_state`. All durable before step 2.
+//     (LogStorage::append), store `hard_state`. When `must_sync` is set, all of it is
+//     durable (fsynced) before step 2. When it is not, the write changes nothing a
+//     restart needs (only the commit index moved, which peers teach again): the shell
+//     may write it without an fsync and go on without waiting.
 //  2. Send `messages`. They may promise what step 1 wrote (a vote, an appended entry),
 //     so sending any of them earlier is a safety bug (Figure 3.1: persistent state is
 //     "updated on stable storage before responding to RPCs").
@@ -37,7 +42,16 @@ struct Ready {
     std::optional<HardState> hard_state;  // set when it changed
     std::vector<Entry> entries;
     std::optional<Snapshot> snapshot;
+    // Sent after the write (step 2).
     std::vector<Message> messages;
+    // May leave before the write is durable (step 0). The leader's appends, heartbeats
+    // and snapshots: a leader counts itself toward a commit only for entries advance()
+    // has confirmed durable (Raft::self_match), and its term and vote were made durable
+    // before it could win, so writing its own log in parallel with its followers'
+    // writes is safe (Ongaro's thesis §10.2.1). Everything else waits.
+    std::vector<Message> messages_before_persist;
+    // `hard_state` changed term or vote, or there are entries: fsync before step 2.
+    bool must_sync = false;
     std::vector<Entry> committed_entries;
     std::vector<ReadState> read_states;
     // The core asks for a snapshot: enough applied log has piled up since the last one.
@@ -50,7 +64,7 @@ struct Ready {
 
     bool empty() const {
         return !hard_state && entries.empty() && !snapshot && messages.empty() &&
-               committed_entries.empty() && read_states.empty() && !snapshot_wanted;
+               messages_before_persist.empty() && committed_entries.empty() && read_states.empty() && !snapshot_wanted;
     }
 };
 

@@ -48,6 +48,8 @@ class Cluster {
         TestNode& t = nodes_.at(id);
         while (t.raft->has_ready()) {
             Ready rd = t.raft->ready();
+            for (const Message& m : rd.messages_before_persist)
+                outbox_.push_back(m);
             if (rd.snapshot) t.storage->apply_snapshot(*rd.snapshot);
             t.storage->append(rd.entries);
             if (rd.hard_state) t.storage->set_hard_state(*rd.hard_state);

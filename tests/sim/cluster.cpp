@@ -155,6 +155,10 @@ void Cluster::pump(int k) {
     while (n.up && !n.persisting && n.raft->has_ready()) {
         Ready rd = n.raft->ready();
         if (rd.role == raft::Role::leader) leader_hint_ = k;
+        for (const Message& m : rd.messages_before_persist) {
+            checker_->on_send(m);
+            net_send(m);
+        }
         bool disk = rd.hard_state || !rd.entries.empty() || rd.snapshot;
         std::uint64_t latency = 0;
         if (disk) {
