@@ -111,10 +111,8 @@ int main(int argc, char** argv) {
     if (!plant.empty()) {
 #ifdef DUEQ_PLANTED_BUGS
         dueq::raft::PlantedBug raft_bug{};
-        if (plant == "reply_before_commit") {
-            node.plant(dueq::node::NodeBug::reply_before_commit);
-        } else if (dueq::raft::parse_planted_bug(plant, raft_bug) &&
-                   raft_bug != dueq::raft::PlantedBug::none) {
+        if (dueq::raft::parse_planted_bug(plant, raft_bug) &&
+            raft_bug != dueq::raft::PlantedBug::none) {
             node.plant(raft_bug);
         } else {
             std::cerr << "dueqd: unknown --plant '" << plant << "'\n";

@@ -22,36 +22,8 @@ Node::Node(asio::io_context& io, Config config)
     : io_(io),
       config_(std::move(config)),
       tick_timer_(io),
-      campaign_timer_(io),
       waiters_(config_.limits.max_waiting_takes),
-      timer_(io) {
-    store_ = make_store();
-}
-
-std::unique_ptr<queue::Store> Node::make_store() const {
-    // Not this node's [limits] or [queues]: every replica applies with the same bounds,
-    // and queue settings arrive through the log (propose_configured_settings).
-    return std::make_unique<queue::Store>(queue::kApplyLimits);
-}
-
-void Node::propose_configured_settings() {
-    auto declare = [](const std::string& queue, const queue::QueueSettings& s) {
-        return queue::Declare{queue, s.lead_ms, s.ttr_ms, s.retention_ms, s.max_attempts,
-                              s.late_share};
-    };
-    if (!(store_->default_settings() == config_.queue_defaults)) {
-        spdlog::info("[queues.default] of this node's config differs from the replicated "
-                     "defaults; proposing it");
-        propose(declare(std::string(queue::kDefaultsQueue), config_.queue_defaults), Reply{});
-    }
-    for (const auto& [name, s] : config_.queues) {
-        if (name == "default" || store_->settings(name) == s) continue;
-        spdlog::info("[queues.{}] of this node's config differs from the replicated settings; "
-                     "proposing it",
-                     name);
-        propose(declare(name, s), Reply{});
-    }
-}
+      timer_(io) {}
 
 Node::~Node() {
     stop();
@@ -62,28 +34,23 @@ std::int64_t Node::now_ms() const {
 }
 
 std::int64_t Node::store_now() const {
-    return std::max(std::int64_t(applied_.time), now_ms());
+    return std::max(std::int64_t(shell_->applied().time), now_ms());
 }
 
 std::optional<std::string> Node::start() {
     storage::Status st;
     db_ = storage::Database::open(config_.data_dir, config_.fsync, st, storage_env_);
     if (!db_) return st.message;
+    // Not this node's [limits] or [queues]: every replica applies with the same bounds,
+    // and queue settings arrive through the log (propose_configured_settings).
+    auto store = std::make_unique<queue::Store>(queue::kApplyLimits);
     storage::Loaded loaded;
-    st = db_->load(*store_, loaded);
+    st = db_->load(*store, loaded);
     if (!st.ok) return "refusing to serve from " + config_.data_dir + ": " + st.message;
     spdlog::info("loaded {} tasks at applied index {}; {} log entries after index {}",
-                 store_->task_count(), loaded.applied_index, loaded.entries.size(),
+                 store->task_count(), loaded.applied_index, loaded.entries.size(),
                  loaded.base.index);
-    writer_ = std::make_unique<storage::Writer>(
-        *db_,
-        [this](std::uint64_t ticket) { asio::post(io_, [this, ticket] { on_persisted(ticket); }); },
-        [](const std::string& message) {
-            spdlog::critical("storage failed, stopping: {}", message);
-            spdlog::shutdown();
-            std::_Exit(70);
-        });
-    if (auto err = start_raft(loaded)) return err;
+    if (auto err = start_shell(loaded, std::move(store))) return err;
     // Serve clients only once what is known to be committed is applied, so that a restart
     // never answers from an older state than the one it acknowledged. Alone, everything
     // durable is committed (a majority of one); in a cluster, up to the stored commit.
@@ -91,11 +58,11 @@ std::optional<std::string> Node::start() {
     const raft::Index target =
         config_.members.size() > 1 ? std::min(loaded.hard_state.commit, durable) : durable;
     const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(10);
-    while (applied_.index < target && !stopped_ && std::chrono::steady_clock::now() < give_up)
+    while (applied_index() < target && !stopped_ && std::chrono::steady_clock::now() < give_up)
         io_.run_one_for(std::chrono::milliseconds(100));
-    if (applied_.index < target)
+    if (applied_index() < target)
         return "could not replay the log up to index " + std::to_string(target) +
-               " (applied " + std::to_string(applied_.index) + ")";
+               " (applied " + std::to_string(applied_index()) + ")";
 
     next_session_ = std::uint64_t(now_ms()) << 12;
     try {
@@ -116,13 +83,9 @@ void Node::stop() {
     if (stopped_) return;
     stopped_ = true;
     if (server_) server_->stop();
-    if (mesh_) mesh_->stop();
-    transfer_.cancel_all();
+    if (raft_io_) raft_io_->stop();  // flushes what is queued
     timer_.cancel();
     tick_timer_.cancel();
-    campaign_timer_.cancel();
-    writer_.reset();  // flushes what is queued
-    checkpoint_.reset();
 }
 
 std::uint16_t Node::client_port() const {
@@ -167,18 +130,18 @@ void Node::handle(const std::shared_ptr<net::Connection>& conn, net::Request&& r
         case Op::status:
             return handle_read(conn, req);
         case Op::declare:
-            return propose(queue::Declare{req.queue, req.lead_ms, req.ttr_ms, req.retention_ms,
+            return submit(queue::Declare{req.queue, req.lead_ms, req.ttr_ms, req.retention_ms,
                                           req.max_attempts ? std::optional<std::uint32_t>(
                                                                  std::uint32_t(*req.max_attempts))
                                                            : std::nullopt,
                                           req.late_share},
                            reply);
         case Op::put:
-            return propose(queue::Put{req.queue, std::move(*req.key), std::move(*req.payload),
+            return submit(queue::Put{req.queue, std::move(*req.key), std::move(*req.payload),
                                       req.time, req.mode.value_or(queue::PutMode::upsert)},
                            reply);
         case Op::del:
-            return propose(queue::Delete{req.queue, std::move(*req.key)}, reply);
+            return submit(queue::Delete{req.queue, std::move(*req.key)}, reply);
         case Op::take: {
             queue::Take take{req.queue, std::uint32_t(req.count.value_or(1)), req.ttr_ms,
                              conn->session, req.release_on_disconnect.value_or(true)};
@@ -186,26 +149,26 @@ void Node::handle(const std::shared_ptr<net::Connection>& conn, net::Request&& r
             if (timeout > 0) {
                 const std::int64_t deadline = now_ms() + timeout;
                 reply.wait_until = deadline;
-                if (is_leader() && !store_->has_due(req.queue, store_now()))
+                if (is_leader() && !shell_->store().has_due(req.queue, store_now()))
                     return wait_for_task(reply, std::move(take), deadline);
             }
-            return propose(std::move(take), reply);
+            return submit(std::move(take), reply);
         }
         case Op::touch:
-            return propose(queue::Touch{req.queue, std::move(*req.key), *req.lease, req.ttr_ms},
+            return submit(queue::Touch{req.queue, std::move(*req.key), *req.lease, req.ttr_ms},
                            reply);
         case Op::ack:
-            return propose(queue::Ack{req.queue, std::move(*req.key), *req.lease,
+            return submit(queue::Ack{req.queue, std::move(*req.key), *req.lease,
                                       std::move(req.payload), req.time},
                            reply);
         case Op::release:
-            return propose(queue::Release{req.queue, std::move(*req.key), *req.lease,
+            return submit(queue::Release{req.queue, std::move(*req.key), *req.lease,
                                           req.delay_ms.value_or(0)},
                            reply);
         case Op::bury:
-            return propose(queue::Bury{req.queue, std::move(*req.key), *req.lease}, reply);
+            return submit(queue::Bury{req.queue, std::move(*req.key), *req.lease}, reply);
         case Op::kick:
-            return propose(queue::Kick{req.queue, std::uint32_t(*req.count)}, reply);
+            return submit(queue::Kick{req.queue, std::uint32_t(*req.count)}, reply);
     }
 }
 
@@ -234,40 +197,42 @@ void Node::handle_hello(const std::shared_ptr<net::Connection>& conn, const net:
 
 void Node::handle_read(const std::shared_ptr<net::Connection>& conn, const net::Request& req) {
     const std::int64_t now = store_now();
+    const queue::Store& store = shell_->store();
+    const raft::Raft& raft = shell_->raft();
     if (req.op != Op::status && req.consistency_leader && !is_leader())
         return answer_error(Reply{conn, req.id, req.op, std::nullopt}, Code::not_leader,
                             "consistency \"leader\" reads are served by the leader");
     switch (req.op) {
         case Op::get: {
-            auto task = store_->get(req.queue, *req.key);
+            auto task = store.get(req.queue, *req.key);
             if (!task) return conn->send(net::error_frame(req.id, Code::not_found, "no such task"));
             return conn->send(get_reply(req.id, *task));
         }
         case Op::stats:
             return conn->send(
-                stats_reply(req.id, *store_, req.queue_given ? &req.queue : nullptr, now));
+                stats_reply(req.id, store, req.queue_given ? &req.queue : nullptr, now));
         default: {
             StatusInfo s;
             s.node_id = config_.node_id;
             s.role = config_.members.size() > 1 || !is_leader()
-                         ? std::string(raft::to_string(raft_->role()))
+                         ? std::string(raft::to_string(raft.role()))
                          : "standalone";
-            s.term = raft_->term();
+            s.term = raft.term();
             s.leader = leader_client_address();
-            if (raft_->leader() != raft::kNoNode)
+            if (raft.leader() != raft::kNoNode)
                 s.leader_id = config_.members.empty() ? config_.node_id
-                                                      : config_.members[raft_->leader() - 1].id;
-            s.commit_index = raft_->log().committed();
-            s.last_index = raft_->log().last_index();
-            s.applied_index = applied_.index;
-            s.tasks = store_->task_count();
-            s.pending = proposals_.size();
-            s.peer_input_dropped = peer_input_dropped_;
+                                                      : config_.members[raft.leader() - 1].id;
+            s.commit_index = raft.log().committed();
+            s.last_index = raft.log().last_index();
+            s.applied_index = applied_index();
+            s.tasks = store.task_count();
+            s.pending = shell_->pending_proposals();
+            s.peer_input_dropped = raft_io_->dropped();
             for (std::size_t i = 0; i < config_.members.size(); ++i) {
                 if (i + 1 == raft_id_) continue;
                 PeerStatus p{config_.members[i].id, config_.members[i].peer,
-                             mesh_ && mesh_->connected(i + 1)};
-                if (const auto* pr = raft_->progress(i + 1)) {
+                             raft_io_->has_mesh() && raft_io_->connected(i + 1)};
+                if (const auto* pr = raft.progress(i + 1)) {
                     p.match = pr->match;
                     p.lag = s.last_index > pr->match ? s.last_index - pr->match : 0;
                 }
@@ -329,10 +294,11 @@ void Node::wake_waiters(const std::string& queue) {
     std::uint64_t tasks = std::numeric_limits<std::uint64_t>::max();
     if (is_leader()) {
         auto& claims = wake_claims_[queue];
-        claims.erase(claims.begin(), claims.upper_bound(applied_.index));
+        claims.erase(claims.begin(), claims.upper_bound(applied_index()));
         std::uint64_t claimed = 0;
         for (const auto& [index, count] : claims) claimed += count;
-        const auto due = store_->count_due(queue, store_now(), claimed + config_.limits.max_take_count);
+        const auto due =
+            shell_->store().count_due(queue, store_now(), claimed + config_.limits.max_take_count);
         if (claims.empty()) wake_claims_.erase(queue);
         if (due <= claimed) return;
         tasks = due - claimed;
@@ -341,9 +307,8 @@ void Node::wake_waiters(const std::string& queue) {
         auto c = w.reply.conn.lock();
         if (!c || !c->open()) continue;
         const auto count = w.take.count;
-        last_proposed_ = 0;
-        propose(std::move(w.take), std::move(w.reply));
-        if (last_proposed_ != 0 && is_leader()) wake_claims_[queue][last_proposed_] = count;
+        const raft::Index index = propose(std::move(w.take), std::move(w.reply));
+        if (index != 0 && is_leader()) wake_claims_[queue][index] = count;
     }
 }
 
@@ -357,7 +322,7 @@ void Node::on_timer() {
     // advances the store itself, so this only keeps reads and retention current; once
     // per kAdvanceEveryMs is plenty.
     if (is_leader() && advance_index_ == 0 && now - last_advance_ms_ >= kAdvanceEveryMs) {
-        auto at = store_->next_event_any(queue::Millis(applied_.time));
+        auto at = shell_->store().next_event_any(queue::Millis(shell_->applied().time));
         if (at && std::int64_t(*at) <= now) {
             last_advance_ms_ = now;
             propose(queue::Advance{}, Reply{});
@@ -375,11 +340,12 @@ void Node::arm_timer() {
     // Only the leader acts on the store's events (followers follow its log). Events the
     // timer already saw are not looked at again until an entry moves the store's time.
     if (is_leader()) {
-        const auto applied = queue::Millis(applied_.time);
+        const queue::Store& store = shell_->store();
+        const auto applied = queue::Millis(shell_->applied().time);
         const auto seen = std::max<queue::Millis>(applied, queue::Millis(events_seen_until_));
-        if (auto e = store_->next_event_any(seen)) earliest(std::int64_t(*e));
+        if (auto e = store.next_event_any(seen)) earliest(std::int64_t(*e));
         if (advance_index_ == 0 && seen > applied) {
-            auto pending = store_->next_event_any(applied);
+            auto pending = store.next_event_any(applied);
             if (pending && *pending <= seen) earliest(last_advance_ms_ + kAdvanceEveryMs);
         }
     }

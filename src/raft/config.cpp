@@ -22,8 +22,8 @@ std::string_view to_string(PlantedBug b) {
             return "shell_applies_uncommitted";
         case PlantedBug::lease_from_local_clock:
             return "lease_from_local_clock";
-        case PlantedBug::reply_before_apply:
-            return "reply_before_apply";
+        case PlantedBug::reply_before_commit:
+            return "reply_before_commit";
     }
     return "?";
 }
@@ -32,7 +32,7 @@ bool parse_planted_bug(std::string_view name, PlantedBug& out) {
     for (auto b : {PlantedBug::none, PlantedBug::vote_for_stale_log, PlantedBug::commit_prior_term,
                    PlantedBug::vote_before_persist, PlantedBug::apply_uncommitted,
                    PlantedBug::ack_before_persist, PlantedBug::shell_applies_uncommitted,
-                   PlantedBug::lease_from_local_clock, PlantedBug::reply_before_apply}) {
+                   PlantedBug::lease_from_local_clock, PlantedBug::reply_before_commit}) {
         if (to_string(b) == name) {
             out = b;
             return true;

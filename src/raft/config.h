@@ -26,7 +26,7 @@ enum class PlantedBug : std::uint8_t {
     // Defects of the shell (shell/raft_shell.h), not of the core:
     shell_applies_uncommitted,  // applies appended entries before they are committed
     lease_from_local_clock,     // applies at this node's clock instead of the log time
-    reply_before_apply,         // answers a proposal as soon as it is in the leader's log
+    reply_before_commit,        // answers a proposal as soon as it is in the leader's log
 };
 
 std::string_view to_string(PlantedBug b);

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "raft/types.h"
+#include "storage/writes.h"
 
 namespace rocksdb {
 class DB;
@@ -42,47 +43,6 @@ struct Status {
     bool ok = true;
     std::string message;
     static Status error(std::string m) { return Status{false, std::move(m)}; }
-};
-
-// The persistence half of one Raft Ready: entries replace whatever the log holds from
-// entries[0].index on (§3.5: a follower drops a conflicting suffix).
-struct LogWrite {
-    std::vector<raft::Entry> entries;
-    std::optional<raft::HardState> hard_state;
-    bool sync = true;  // false: nothing in it needs to survive a crash (a commit-index move)
-};
-
-struct TaskChange {
-    std::string queue, key;
-    std::optional<std::string> encoded;  // nullopt: the task is gone
-};
-
-// What applying entries up to `applied_index` changed, written as one atomic batch.
-struct AppliedState {
-    std::uint64_t applied_index = 0;
-    std::int64_t applied_time = 0;
-    std::vector<TaskChange> changes;
-    std::string store_meta;  // queue::Store::encode_meta
-    // Log entries up to and including trim.index may be deleted; trim is then the
-    // entry just before the log (index 0: no trim).
-    raft::SnapshotMeta trim;
-};
-
-// A snapshot received from the leader, to replace everything this node holds.
-struct SnapshotInstall {
-    raft::SnapshotMeta meta;
-    raft::HardState hard_state;
-    std::vector<std::pair<std::string, std::string>> tasks;  // tasks key -> sealed record
-    std::string store_meta_sealed;                           // as Reader::store_meta gives it
-};
-
-// What a node holds on disk when it starts.
-struct Loaded {
-    raft::HardState hard_state;
-    raft::SnapshotMeta base;           // the entry just before the first one in `entries`
-    std::vector<raft::Entry> entries;  // the whole log, in order, from base.index + 1
-    std::uint64_t applied_index = 0;   // `store` holds the state after this entry
-    std::int64_t applied_time = 0;
 };
 
 class Database;

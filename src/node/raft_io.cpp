@@ -1,0 +1,178 @@
+#include "node/raft_io.h"
+
+#include <spdlog/spdlog.h>
+
+#include "raft/message_codec.h"
+
+namespace dueq::node {
+
+namespace asio = boost::asio;
+
+namespace {
+constexpr char kRaftKind = 'R';
+}  // namespace
+
+RaftIo::RaftIo(asio::io_context& io, const Config& config, std::uint64_t raft_id,
+               storage::Database& db, Clock clock)
+    : io_(io), config_(config), raft_id_(raft_id), db_(db), clock_(std::move(clock)) {
+    transfer_.set_max_stream_bytes(config_.raft.max_snapshot_mib << 20);
+}
+
+RaftIo::~RaftIo() {
+    stop();
+    *alive_ = false;
+}
+
+std::optional<std::string> RaftIo::start(shell::RaftShell& shell) {
+    shell_ = &shell;
+    std::weak_ptr<bool> alive = alive_;
+    writer_ = std::make_unique<storage::Writer>(
+        db_,
+        [this, alive](std::uint64_t ticket) {
+            asio::post(io_, [this, alive, ticket] {
+                if (!alive.expired() && !stopped_) shell_->on_persisted(ticket);
+            });
+        },
+        [](const std::string& message) {
+            spdlog::critical("storage failed, stopping: {}", message);
+            spdlog::shutdown();
+            std::_Exit(70);
+        });
+    if (config_.members.size() <= 1) return std::nullopt;
+    if (config_.cluster_secret.empty())
+        return "[cluster] secret_file is required in a cluster of more than one member: "
+               "the members prove to each other that they hold it";
+    net::MeshOptions mo;
+    mo.cluster_id = config_.cluster_id;
+    mo.secret = config_.cluster_secret;
+    mo.fingerprint = membership_fingerprint(config_);
+    mo.self_id = raft_id_;
+    mo.listen =
+        config_.peer_listen.empty() ? config_.members[raft_id_ - 1].peer : config_.peer_listen;
+    for (std::size_t i = 0; i < config_.members.size(); ++i)
+        if (i + 1 != raft_id_) {
+            const auto& m = config_.members[i];
+            auto dial = config_.dial.find(m.id);
+            mo.peers.push_back({i + 1, dial == config_.dial.end() ? m.peer : dial->second});
+        }
+    mo.heartbeat = std::chrono::milliseconds(config_.raft.heartbeat_ms);
+    mo.dead_after = std::chrono::milliseconds(config_.raft.election_timeout_ms);
+    mo.max_frame_bytes = config_.limits.max_frame_bytes * 4 + (8u << 20);
+    mesh_ = std::make_unique<net::PeerMesh>(
+        io_, mo, [this](std::uint64_t from, std::string_view p) { on_peer_frame(from, p); },
+        [this](std::uint64_t peer, bool up) { on_peer_change(peer, up); });
+    try {
+        mesh_->start();
+    } catch (const std::exception& e) {
+        return "cannot listen for peers on " + mo.listen + ": " + e.what();
+    }
+    spdlog::info("node {} (raft id {}) in cluster '{}' of {} members; peers on {}",
+                 config_.node_id, raft_id_, config_.cluster_id, config_.members.size(), mo.listen);
+    return std::nullopt;
+}
+
+void RaftIo::stop() {
+    if (stopped_) return;
+    stopped_ = true;
+    if (mesh_) mesh_->stop();
+    transfer_.cancel_all();
+    writer_.reset();  // flushes what is queued
+    checkpoint_.reset();
+}
+
+void RaftIo::pump() {
+    if (!mesh_ || stopped_) return;
+    transfer_.pump([this](std::uint64_t to, std::string p) { return mesh_->send(to, std::move(p)); },
+                   [this](std::uint64_t peer) { return mesh_->queued_bytes(peer); });
+}
+
+std::uint64_t RaftIo::write_log(storage::LogWrite w) {
+    return writer_->submit(std::move(w));
+}
+
+std::uint64_t RaftIo::write_applied(storage::AppliedState s) {
+    return writer_->submit(std::move(s));
+}
+
+std::optional<std::uint64_t> RaftIo::install_snapshot(const raft::SnapshotMeta& meta,
+                                                      const raft::HardState& hs) {
+    auto records = transfer_.take_received(meta);
+    if (!records) return std::nullopt;
+    records->hard_state = hs;
+    return writer_->submit(std::move(*records));
+}
+
+void RaftIo::checkpoint(const raft::SnapshotMeta& meta) {
+    std::weak_ptr<bool> alive = alive_;
+    writer_->submit(storage::CheckpointRequest{
+        meta, [this, alive](std::shared_ptr<const storage::Checkpoint> cp) {
+            asio::post(io_, [this, alive, cp = std::move(cp)]() mutable {
+                if (alive.expired() || stopped_) return;
+                if (shell_->on_checkpoint(cp->meta())) checkpoint_ = std::move(cp);
+            });
+        }});
+}
+
+void RaftIo::send(const raft::Message& m) {
+    if (!mesh_ || stopped_) return;
+    if (m.type == raft::MessageType::snapshot) {
+        if (checkpoint_ && m.snapshot && m.snapshot->meta == checkpoint_->meta())
+            transfer_.start_send(m, checkpoint_);
+        return;
+    }
+    std::string payload(1, kRaftKind);
+    payload += raft::encode_message(m);
+    mesh_->send(m.to, std::move(payload));
+}
+
+bool RaftIo::connected(raft::NodeId peer) const {
+    return !mesh_ || (mesh_->connected(peer));
+}
+
+void RaftIo::on_peer_frame(std::uint64_t from, std::string_view payload) {
+    if (stopped_ || payload.empty()) return;
+    if (payload[0] == SnapshotTransfer::kKind) {
+        std::string problem;
+        if (auto m = transfer_.receive(from, raft_id_, payload, problem)) {
+            // Every record is checked before the core hears of the snapshot.
+            auto store = store_from(*transfer_.received());
+            if (!store) {
+                transfer_.discard_received();
+                return drop(from, "snapshot stream with a corrupt record");
+            }
+            shell_->step_snapshot(*m, std::move(store));
+        } else if (!problem.empty()) {
+            drop(from, "snapshot stream: " + problem);
+        }
+        return;
+    }
+    if (payload[0] != kRaftKind) return drop(from, "unknown peer frame kind");
+    auto m = raft::decode_message(payload.substr(1));
+    if (!m) return drop(from, "undecodable raft message");
+    if (auto problem = shell_->step(from, m.value()); !problem.empty()) drop(from, problem);
+}
+
+void RaftIo::drop(std::uint64_t from, const std::string& problem) {
+    ++dropped_;
+    std::uint64_t suppressed = 0;
+    if (drop_log_.allow(std::to_string(from), suppressed))
+        spdlog::warn("peer {}: dropped {}{}", from, problem,
+                     net::LogLimiter::suppressed_note(suppressed));
+}
+
+void RaftIo::on_peer_change(std::uint64_t peer, bool up) {
+    if (stopped_) return;
+    if (!up) transfer_.cancel(peer);
+    shell_->on_link_change(peer, up, clock_());
+}
+
+std::unique_ptr<queue::Store> RaftIo::store_from(const storage::SnapshotInstall& records) const {
+    // Not this node's [limits]: every replica applies with the same bounds.
+    auto fresh = std::make_unique<queue::Store>(queue::kApplyLimits);
+    if (!storage::load_store_meta(*fresh, records.store_meta_sealed)) return nullptr;
+    for (const auto& [k, v] : records.tasks)
+        if (!storage::load_task_record(*fresh, k, v)) return nullptr;
+    return fresh;
+}
+
+}  // namespace dueq::node

@@ -1,0 +1,87 @@
+// The disk and network dueqd gives its Raft shell (shell/raft_shell.h): RocksDB through
+// the storage thread (storage/writer.h), the peer mesh, and snapshot streams between
+// peers (snapshot_transfer.h). The simulator plugs in its own (tests/sim/sim_io.h).
+//
+// Completions (a write is durable, a checkpoint is taken) come back on the event loop,
+// posted, never from inside a call of the shell. Peer frames are decoded and checked
+// here; what the shell refuses is counted (`dropped()`, in `status`) and logged at a
+// limited rate.
+//
+// Thread-safety: the event-loop thread, except the writer's own thread inside Writer.
+#pragma once
+
+// Before Asio, in its own block: Boost 1.74's awaitable.hpp needs std::exchange in C++20.
+#include <utility>
+
+#include <boost/asio.hpp>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "net/log_limiter.h"
+#include "net/peer_mesh.h"
+#include "node/config.h"
+#include "node/snapshot_transfer.h"
+#include "shell/raft_shell.h"
+#include "storage/database.h"
+#include "storage/writer.h"
+
+namespace dueq::node {
+
+class RaftIo final : public shell::Storage, public shell::Transport {
+  public:
+    using Clock = std::function<std::int64_t()>;
+    RaftIo(boost::asio::io_context& io, const Config& config, std::uint64_t raft_id,
+           storage::Database& db, Clock clock);
+    ~RaftIo() override;
+
+    // Starts the storage thread and, in a cluster, the peer mesh. Frames and completions
+    // go to `shell` from then on. Returns a message on failure.
+    std::optional<std::string> start(shell::RaftShell& shell);
+    void stop();
+    // Keeps the snapshot streams going (called on every tick).
+    void pump();
+    // The checkpoint of the log's starting snapshot, taken at start.
+    void set_checkpoint(std::shared_ptr<const storage::Checkpoint> cp) { checkpoint_ = std::move(cp); }
+
+    std::uint64_t dropped() const { return dropped_; }
+    bool has_mesh() const { return mesh_ != nullptr; }
+
+    // shell::Storage
+    std::uint64_t write_log(storage::LogWrite w) override;
+    std::uint64_t write_applied(storage::AppliedState s) override;
+    std::optional<std::uint64_t> install_snapshot(const raft::SnapshotMeta& meta,
+                                                  const raft::HardState& hs) override;
+    void checkpoint(const raft::SnapshotMeta& meta) override;
+    // shell::Transport
+    void send(const raft::Message& m) override;
+    bool connected(raft::NodeId peer) const override;
+
+  private:
+    void on_peer_frame(std::uint64_t from, std::string_view payload);
+    void on_peer_change(std::uint64_t peer, bool connected);
+    // Counts and logs (rate-limited) peer input refused before the core saw it.
+    void drop(std::uint64_t from, const std::string& problem);
+    // A store holding exactly `records`, or null if one of them does not decode.
+    std::unique_ptr<queue::Store> store_from(const storage::SnapshotInstall& records) const;
+
+    boost::asio::io_context& io_;
+    const Config& config_;
+    std::uint64_t raft_id_;
+    storage::Database& db_;
+    Clock clock_;
+    shell::RaftShell* shell_ = nullptr;
+    std::unique_ptr<storage::Writer> writer_;
+    std::unique_ptr<net::PeerMesh> mesh_;
+    SnapshotTransfer transfer_;
+    std::shared_ptr<const storage::Checkpoint> checkpoint_;
+    std::uint64_t dropped_ = 0;
+    net::LogLimiter drop_log_{std::chrono::seconds(10)};
+    bool stopped_ = false;
+    // Alive as long as this object: posted completions check it before touching `this`.
+    std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+}  // namespace dueq::node

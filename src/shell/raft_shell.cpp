@@ -1,0 +1,351 @@
+#include "shell/raft_shell.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "queue/command_codec.h"
+#include "raft/message_check.h"
+
+namespace dueq::shell {
+
+using queue::Code;
+
+RaftShell::RaftShell(ShellConfig cfg, Storage& storage, Transport& transport, Hooks hooks)
+    : cfg_(std::move(cfg)), storage_(storage), transport_(transport), hooks_(std::move(hooks)) {}
+
+RaftShell::~RaftShell() = default;
+
+std::optional<std::string> RaftShell::start(const storage::Loaded& loaded,
+                                            std::unique_ptr<queue::Store> store) {
+    store_ = std::move(store);
+    // The durable log, mirrored in memory: base, entries, then the applied state as the
+    // snapshot the core starts from (it hands out committed entries after it).
+    log_.apply_snapshot(raft::Snapshot{loaded.base, {}});
+    if (!loaded.entries.empty() && !log_.append(loaded.entries).is_ok())
+        return "refusing to serve: the stored log does not line up with its base";
+    if (loaded.applied_index > loaded.base.index &&
+        !log_.create_snapshot(loaded.applied_index, {}).is_ok())
+        return "refusing to serve: applied index " + std::to_string(loaded.applied_index) +
+               " is not in the stored log";
+    log_.set_hard_state(loaded.hard_state);
+    applied_ = log_.snapshot().meta;
+    handed_index_ = applied_.index;
+    replay_until_ = loaded.base.index + loaded.entries.size();
+    if (replay_until_ <= applied_.index) replay_until_ = 0;
+    applied_.time = std::max<raft::Millis>(applied_.time, raft::Millis(loaded.applied_time));
+    raft_ = std::make_unique<raft::Raft>(cfg_.raft, log_);
+    if (cfg_.members <= 1) raft_->campaign_now();  // alone: no one to wait for
+    return std::nullopt;
+}
+
+bool RaftShell::planted(raft::PlantedBug b) const {
+#ifdef DUEQ_PLANTED_BUGS
+    return cfg_.raft.planted_bug == b;
+#else
+    (void)b;
+    return false;
+#endif
+}
+
+void RaftShell::fail(const std::string& message) {
+    failed_ = true;
+    if (hooks_.fatal) hooks_.fatal(message);
+}
+
+bool RaftShell::reaches_quorum() const {
+    std::size_t reached = 1;
+    for (raft::NodeId id : cfg_.raft.voters)
+        if (id != cfg_.raft.id && transport_.connected(id)) ++reached;
+    return 2 * reached > cfg_.members;
+}
+
+void RaftShell::answer(Proposal& p, Code code, const std::string& message) {
+    Outcome o{code, message, nullptr, nullptr};
+    if (p.done) p.done(o);
+}
+
+raft::Index RaftShell::propose(queue::Command cmd, std::int64_t now, Done done) {
+    now_ = std::max(now_, now);
+    Proposal p{0, now + cfg_.proposal_timeout_ms, std::move(done)};
+    // Links to a majority are down: nothing proposed now could commit. Checked first, so
+    // that a leader cut off from its followers, or a node that knows no leader because
+    // it is alone, says so at once instead of redirecting or waiting for the deadline.
+    if (!reaches_quorum()) {
+        answer(p, Code::no_quorum, "this node cannot reach a majority of the cluster; not applied");
+        return 0;
+    }
+    if (!is_leader()) {
+        answer(p, Code::not_leader,
+               raft_->leader() == raft::kNoNode ? "no leader is known yet; retry shortly"
+                                                : "this node is a follower");
+        return 0;
+    }
+    auto index = raft_->propose(queue::encode_command(cmd), raft::Millis(now));
+    if (!index) {
+        answer(p, index.error() == raft::Error::not_leader ? Code::not_leader : Code::unavailable,
+               std::string("cannot propose: ") + std::string(raft::to_string(index.error())));
+        return 0;
+    }
+    if (planted(raft::PlantedBug::reply_before_commit) &&
+        !std::holds_alternative<queue::Take>(cmd)) {
+        queue::Result nothing;
+        Outcome o{Code::ok, {}, &cmd, &nothing};
+        p.done(o);
+        p.done = nullptr;
+    }
+    p.term = raft_->term();
+    proposals_[index.value()] = std::move(p);
+    if (hooks_.schedule) hooks_.schedule();
+    return index.value();
+}
+
+raft::Status RaftShell::read_index(std::uint64_t context) {
+    auto st = raft_->read_index(context);
+    if (hooks_.schedule) hooks_.schedule();
+    return st;
+}
+
+// Proposals are made in index order with a clock that does not go back, so their
+// deadlines grow with the index: the sweep stops at the first one still in time.
+void RaftShell::expire_proposals(std::int64_t now) {
+    while (!proposals_.empty() && proposals_.begin()->second.deadline <= now) {
+        Proposal p = std::move(proposals_.begin()->second);
+        proposals_.erase(proposals_.begin());
+        answer(p, Code::timeout,
+               "not committed within " + std::to_string(cfg_.proposal_timeout_ms) +
+                   " ms; it may or may not be applied later");
+    }
+}
+
+void RaftShell::tick(std::int64_t now) {
+    now_ = std::max(now_, now);
+    raft_->tick(raft::Millis(now));
+    if (campaign_at_ >= 0 && now >= campaign_at_) {
+        campaign_at_ = -1;
+        if (raft_->role() == raft::Role::follower && raft_->leader() == raft::kNoNode) {
+            spdlog::info("leader link lost: campaigning now (term {})", raft_->term());
+            raft_->campaign_now();
+        }
+    }
+    expire_proposals(now);
+    if (hooks_.schedule) hooks_.schedule();
+}
+
+std::string RaftShell::step(raft::NodeId from, const raft::Message& m) {
+    if (auto problem = raft::message_problem(m, from, cfg_.raft.id); !problem.empty())
+        return problem;
+    const raft::NodeId old_leader = raft_->leader();
+    const raft::Role old_role = raft_->role();
+    raft_->step(m);
+    if (raft_->leader() != old_leader || raft_->role() != old_role)
+        spdlog::info("term {}: {} (leader {})", raft_->term(), raft::to_string(raft_->role()),
+                     raft_->leader());
+    if (hooks_.schedule) hooks_.schedule();
+    return {};
+}
+
+void RaftShell::step_snapshot(const raft::Message& m, std::unique_ptr<queue::Store> store) {
+    // The records were checked before the core hears of the snapshot: once it has
+    // accepted one, there is no going back to the old state.
+    received_store_ = std::move(store);
+    raft_->step(m);
+    if (hooks_.schedule) hooks_.schedule();
+}
+
+void RaftShell::on_link_change(raft::NodeId peer, bool up, std::int64_t now) {
+    now_ = std::max(now_, now);
+    if (up || peer != raft_->leader() || raft_->role() != raft::Role::follower) return;
+    // The leader's link broke, as it does at once when its process dies. Forget it (so
+    // our vote is free) and campaign soon instead of after the election timeout;
+    // PreVote keeps this harmless if the leader is in fact alive and heard by others.
+    // The survivors start one after another by id, so that they do not split the vote.
+    raft_->forget_leader();
+    std::int64_t rank = 0;
+    for (raft::NodeId id : cfg_.raft.voters)
+        if (id < cfg_.raft.id && id != peer) ++rank;
+    if (rank > 0) {
+        campaign_at_ = now + rank * cfg_.campaign_step_ms;
+    } else {
+        campaign_at_ = -1;
+        spdlog::info("leader link lost: campaigning now (term {})", raft_->term());
+        raft_->campaign_now();
+    }
+    if (hooks_.schedule) hooks_.schedule();
+}
+
+void RaftShell::process_ready() {
+    if (failed_ || inflight_ || !raft_ || !raft_->has_ready()) return;
+    inflight_ = raft_->ready();
+    raft::Ready& rd = *inflight_;
+    for (const auto& m : rd.messages_before_persist)
+        transport_.send(m);
+    if (rd.snapshot) {
+        install_snapshot(rd);
+        if (failed_) return;
+        if (!rd.entries.empty())
+            inflight_ticket_ = storage_.write_log(storage::LogWrite{rd.entries, std::nullopt, true});
+        return;
+    }
+    if (!rd.must_sync) {
+        // Nothing here needs to be durable before it takes effect (at most the commit
+        // index moved): write it behind, and go on without waiting for the disk.
+        if (rd.hard_state) storage_.write_log(storage::LogWrite{{}, rd.hard_state, false});
+        inflight_ticket_ = 0;
+        return finish_ready();
+    }
+    inflight_ticket_ = storage_.write_log(storage::LogWrite{rd.entries, rd.hard_state, true});
+}
+
+void RaftShell::on_persisted(std::uint64_t ticket) {
+    if (failed_ || !inflight_ || inflight_ticket_ == 0 || ticket < inflight_ticket_) return;
+    finish_ready();
+}
+
+void RaftShell::finish_ready() {
+    raft::Ready rd = std::move(*inflight_);
+    inflight_.reset();
+    inflight_ticket_ = 0;
+    // What was just made durable becomes visible to the core (raft/storage.h).
+    if (!rd.entries.empty() && !log_.append(rd.entries).is_ok())
+        return fail("the log mirror refused entries from index " +
+                    std::to_string(rd.entries.front().index));
+    if (rd.hard_state) log_.set_hard_state(*rd.hard_state);
+    for (const auto& m : rd.messages)
+        transport_.send(m);
+    if (planted(raft::PlantedBug::shell_applies_uncommitted))
+        for (const auto& e : rd.entries)
+            if (e.index == applied_.index + 1) apply_entry(e);
+    bool wrote = false;
+    for (const auto& e : rd.committed_entries) {
+        if (e.index <= applied_.index) continue;  // only with the planted defect above
+        apply_entry(e);
+        if (failed_) return;
+        wrote = wrote || e.type == raft::EntryType::normal;
+    }
+    if (!rd.committed_entries.empty()) persist_applied();
+    if (replay_until_ != 0 && applied_.index >= replay_until_) {
+        spdlog::info("replayed the log tail after restart: applied index {}", applied_.index);
+        replay_until_ = 0;
+    }
+    if (rd.snapshot_wanted) take_checkpoint();
+    raft_->advance(rd);
+    if (hooks_.on_read_state)
+        for (const auto& rs : rd.read_states)
+            hooks_.on_read_state(rs);
+    if (hooks_.applied) hooks_.applied(wrote);
+    process_ready();
+}
+
+void RaftShell::apply_entry(const raft::Entry& e) {
+    applied_ = {e.index, e.term, std::max<raft::Millis>(applied_.time, e.time)};
+    std::optional<Proposal> mine;
+    if (auto it = proposals_.find(e.index); it != proposals_.end()) {
+        mine = std::move(it->second);
+        proposals_.erase(it);
+    }
+    // Proposals below this index that never reached it were overwritten by a new leader.
+    while (!proposals_.empty() && proposals_.begin()->first < e.index) {
+        Proposal p = std::move(proposals_.begin()->second);
+        proposals_.erase(proposals_.begin());
+        answer(p, Code::not_leader, "leadership changed before this was committed; it was not applied");
+    }
+    if (e.type != raft::EntryType::normal) {
+        store_->advance(queue::Millis(applied_.time));
+        store_->drain_changes([this](std::string_view q, std::string_view k, const auto& encoded) {
+            unwritten_.changes.push_back({std::string(q), std::string(k), encoded});
+        });
+        if (hooks_.on_apply) hooks_.on_apply(e, nullptr, nullptr);
+        // Our own term's first entry: everything before it is applied, so the replicated
+        // settings are known.
+        if (e.term == raft_->term() && is_leader() && hooks_.term_started) hooks_.term_started();
+        return;
+    }
+    apply_command(e, std::move(mine));
+}
+
+void RaftShell::apply_command(const raft::Entry& e, std::optional<Proposal> mine) {
+    auto cmd = queue::decode_command(e.data);
+    if (!cmd) return fail("log entry " + std::to_string(e.index) + " does not decode");
+    // Every replica applies at the entry's log time, so that all reach the same state.
+    const auto at = planted(raft::PlantedBug::lease_from_local_clock) ? queue::Millis(now_)
+                                                                       : queue::Millis(applied_.time);
+    queue::Result result = store_->apply(*cmd, at);
+    store_->drain_changes([this](std::string_view q, std::string_view k, const auto& encoded) {
+        unwritten_.changes.push_back({std::string(q), std::string(k), encoded});
+    });
+    if (hooks_.on_apply) hooks_.on_apply(e, &*cmd, &result);
+    if (!mine) return;
+    if (mine->term != e.term)
+        return answer(*mine, Code::not_leader,
+                      "leadership changed before this was committed; it was not applied");
+    Outcome o{Code::ok, {}, &*cmd, &result};
+    if (mine->done) mine->done(o);
+}
+
+void RaftShell::persist_applied(const raft::SnapshotMeta& trim) {
+    if (unwritten_.changes.empty() && applied_.index == handed_index_ && trim.index == 0) return;
+    unwritten_.applied_index = applied_.index;
+    unwritten_.applied_time = std::int64_t(applied_.time);
+    unwritten_.trim = trim;
+    unwritten_.store_meta = store_->encode_meta();
+    handed_index_ = applied_.index;
+    storage_.write_applied(std::move(unwritten_));
+    unwritten_ = storage::AppliedState{};
+}
+
+void RaftShell::take_checkpoint() {
+    if (checkpoint_pending_) return;
+    checkpoint_pending_ = true;
+    storage_.checkpoint(applied_);
+}
+
+bool RaftShell::on_checkpoint(const raft::SnapshotMeta& meta) {
+    checkpoint_pending_ = false;
+    if (failed_) return false;
+    if (meta.index > log_.snapshot().meta.index) {
+        if (!log_.create_snapshot(meta.index, {}).is_ok()) return false;
+        // Keep log_keep entries behind the snapshot for followers slightly behind.
+        if (meta.index > cfg_.log_keep + log_.first_index()) {
+            const raft::Index trim = meta.index - cfg_.log_keep;
+            auto entries = log_.entries(trim, trim + 1, 0);
+            if (entries && !entries.value().empty()) {
+                const raft::Entry& e = entries.value().front();
+                log_.compact(trim);
+                persist_applied({trim, e.term, e.time});
+            }
+        }
+        spdlog::debug("snapshot at index {}; log from {}", meta.index, log_.first_index());
+    }
+    return meta == log_.snapshot().meta;
+}
+
+void RaftShell::install_snapshot(raft::Ready& rd) {
+    const raft::SnapshotMeta meta = rd.snapshot->meta;
+    if (!received_store_) return fail("the core accepted a snapshot this node never received");
+    auto ticket = storage_.install_snapshot(meta, rd.hard_state.value_or(log_.hard_state()));
+    if (!ticket) return fail("the core accepted a snapshot whose records are gone");
+    inflight_ticket_ = *ticket;
+    // The store is replaced now; the core sees the snapshot once it is durable.
+    store_ = std::move(received_store_);
+    store_->drain_changes([](auto, auto, const auto&) {});
+    unwritten_ = storage::AppliedState{};
+    log_.apply_snapshot(raft::Snapshot{meta, {}});
+    if (rd.hard_state) log_.set_hard_state(*rd.hard_state);
+    rd.hard_state.reset();
+    applied_ = meta;
+    handed_index_ = meta.index;
+    checkpoint_pending_ = true;
+    storage_.checkpoint(meta);
+    // A snapshot replaced the log: whether these entries are in it cannot be told here.
+    auto lost = std::move(proposals_);
+    proposals_.clear();
+    for (auto& [index, p] : lost)
+        answer(p, Code::timeout,
+               "a snapshot replaced the log before this was seen to commit; it may or may not "
+               "be applied");
+    spdlog::info("installed snapshot at index {} (term {}): {} tasks", meta.index, meta.term,
+                 store_->task_count());
+}
+
+}  // namespace dueq::shell

@@ -1,0 +1,177 @@
+// The Raft shell: the one piece of code that drives the Raft core for a replica of the
+// task store. dueqd runs it over RocksDB and the peer mesh; the simulator (tests/sim)
+// runs the same class over its in-memory disk and simulated network, so every seed
+// exercises what dueqd runs.
+//
+// It owns the core, the in-memory mirror of the durable log the core reads, the task
+// store, the proposals waiting for their entries, and the Ready cycle:
+//   1. ready(): messages the core allows to leave early go out at once; the entries and
+//      hard state go to Storage::write_log (fsynced when Ready::must_sync says so);
+//   2. once Storage reports them durable (on_persisted), the mirror learns them, the
+//      remaining messages leave, committed entries are applied to the store at their
+//      log time, their proposals are answered, and what the store changed is handed to
+//      Storage::write_applied; then advance(), and the next Ready.
+// docs/replication.md follows a put and a blocking take through it.
+//
+// Time: the shell reads no clock. Every input that needs the time takes `now` (ms, the
+// caller's clock), used only to stamp new entries (the core does) and for deadlines.
+//
+// Thread-safety: none; one owner thread calls everything, including the Storage and
+// Transport completions (on_persisted, on_checkpoint), which must not be called from
+// inside a Storage or Transport call.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "queue/command.h"
+#include "queue/store.h"
+#include "raft/raft.h"
+#include "storage/writes.h"
+
+namespace dueq::shell {
+
+// Where the shell's writes go. Calls return at once; completions come back through
+// RaftShell::on_persisted / on_checkpoint on the owner thread, later.
+class Storage {
+  public:
+    virtual ~Storage() = default;
+    // Writes the persistence half of a Ready, after everything submitted before it.
+    // Returns a ticket; on_persisted(t >= ticket) says it is durable (if w.sync) or
+    // written. Tickets grow with each call of write_log, write_applied, install_snapshot.
+    virtual std::uint64_t write_log(storage::LogWrite w) = 0;
+    // The applied state after applying entries (not synced: a restart replays the log).
+    virtual std::uint64_t write_applied(storage::AppliedState s) = 0;
+    // Replaces the log, hard state and applied state with the snapshot at `meta`, whose
+    // records the caller received with the store it gave RaftShell::step_snapshot.
+    // nullopt: no such records (the shell then stops the node). Synced.
+    virtual std::optional<std::uint64_t> install_snapshot(const raft::SnapshotMeta& meta,
+                                                          const raft::HardState& hs) = 0;
+    // Takes a checkpoint (a view a lagging follower can be sent) of the applied state at
+    // `meta`, once everything submitted before is written; then on_checkpoint(meta).
+    virtual void checkpoint(const raft::SnapshotMeta& meta) = 0;
+};
+
+class Transport {
+  public:
+    virtual ~Transport() = default;
+    // Sends a message to m.to. A snapshot message carries no data: the transport sends
+    // the checkpoint at m.snapshot->meta, if it holds it.
+    virtual void send(const raft::Message& m) = 0;
+    // Whether the link to `peer` is up now.
+    virtual bool connected(raft::NodeId peer) const = 0;
+};
+
+// What a proposal came to; the callback gets exactly one.
+struct Outcome {
+    queue::Code code = queue::Code::ok;  // ok: applied, see result (which may be a refusal)
+    std::string message;                 // when not ok: why, for the client
+    queue::Command* command = nullptr;   // when ok: the command as applied
+    const queue::Result* result = nullptr;
+};
+using Done = std::function<void(Outcome&)>;
+
+struct Hooks {
+    std::function<void()> schedule;  // input arrived: call process_ready() soon
+    // After a Ready's committed entries were applied; `wrote`: one was a command.
+    std::function<void(bool wrote)> applied;
+    std::function<void()> term_started;  // as leader, the first entry of its term applied
+    std::function<void(const std::string&)> fatal;  // the replica cannot go on
+    // Observer (the simulator's checks): one applied entry and what it did (null for
+    // no-ops). Called before the proposal is answered.
+    std::function<void(const raft::Entry&, const queue::Command*, const queue::Result*)> on_apply;
+    std::function<void(const raft::ReadState&)> on_read_state;
+};
+
+struct ShellConfig {
+    raft::Config raft;
+    std::size_t members = 1;                    // cluster size
+    std::int64_t proposal_timeout_ms = 3000;    // then a proposal is answered `timeout`
+    std::int64_t campaign_step_ms = 100;        // fast campaign: this times rank
+    std::uint64_t log_keep = 1000;              // entries kept behind a snapshot
+};
+
+class RaftShell {
+  public:
+    RaftShell(ShellConfig cfg, Storage& storage, Transport& transport, Hooks hooks);
+    ~RaftShell();
+
+    // Starts from what storage loaded: `store` holds the applied state at
+    // loaded.applied_index. Returns a message if the stored log does not line up.
+    std::optional<std::string> start(const storage::Loaded& loaded,
+                                     std::unique_ptr<queue::Store> store);
+
+    // --- inputs ---
+    void tick(std::int64_t now);
+    // A message from peer `from`; an empty string if the core took it, else why it was
+    // refused before the core saw it (raft/message_check.h).
+    std::string step(raft::NodeId from, const raft::Message& m);
+    // A snapshot message whose records the transport received and decoded into `store`.
+    void step_snapshot(const raft::Message& m, std::unique_ptr<queue::Store> store);
+    void on_link_change(raft::NodeId peer, bool up, std::int64_t now);
+    // Proposes `cmd`; `done` hears how it ends (errors included, at once for a refusal).
+    // Returns the entry's index, or 0 if refused.
+    raft::Index propose(queue::Command cmd, std::int64_t now, Done done);
+    // A linearizable read point (Raft §6.4); the answer comes to Hooks::on_read_state.
+    raft::Status read_index(std::uint64_t context);
+    void process_ready();
+    void on_persisted(std::uint64_t ticket);
+    // The checkpoint at `meta` is taken. Returns true if it is now the snapshot the log
+    // starts from (the one to send to lagging followers).
+    bool on_checkpoint(const raft::SnapshotMeta& meta);
+
+    // --- what it holds ---
+    const raft::Raft& raft() const { return *raft_; }
+    raft::Raft& raft_for_tests() { return *raft_; }
+    const raft::MemoryStorage& log() const { return log_; }
+    const queue::Store& store() const { return *store_; }
+    const raft::SnapshotMeta& applied() const { return applied_; }
+    bool is_leader() const { return raft_ && raft_->role() == raft::Role::leader; }
+    // This node and the peers it is linked to make a majority.
+    bool reaches_quorum() const;
+    std::size_t pending_proposals() const { return proposals_.size(); }
+    bool busy() const { return inflight_.has_value(); }
+
+  private:
+    struct Proposal {
+        raft::Term term;
+        std::int64_t deadline;
+        Done done;
+    };
+    void finish_ready();
+    void install_snapshot(raft::Ready& rd);
+    void apply_entry(const raft::Entry& e);
+    void apply_command(const raft::Entry& e, std::optional<Proposal> mine);
+    void persist_applied(const raft::SnapshotMeta& trim = {});
+    void take_checkpoint();
+    void answer(Proposal& p, queue::Code code, const std::string& message);
+    void expire_proposals(std::int64_t now);
+    void fail(const std::string& message);
+    bool planted(raft::PlantedBug b) const;
+
+    ShellConfig cfg_;
+    Storage& storage_;
+    Transport& transport_;
+    Hooks hooks_;
+    raft::MemoryStorage log_;  // what the core reads: the durable log, mirrored
+    std::unique_ptr<raft::Raft> raft_;
+    std::unique_ptr<queue::Store> store_;
+    std::unique_ptr<queue::Store> received_store_;  // from step_snapshot, until installed
+    std::map<raft::Index, Proposal> proposals_;     // proposed here, not yet applied
+    std::optional<raft::Ready> inflight_;           // the Ready being persisted
+    std::uint64_t inflight_ticket_ = 0;             // 0: nothing to wait for
+    raft::SnapshotMeta applied_;                    // the last applied entry
+    storage::AppliedState unwritten_;               // changes applied, not handed off yet
+    std::uint64_t handed_index_ = 0;                // applied index last handed off
+    raft::Index replay_until_ = 0;  // last entry on disk at start, until it is applied
+    bool checkpoint_pending_ = false;
+    std::int64_t campaign_at_ = -1;  // fast campaign after the leader's link broke
+    std::int64_t now_ = 0;           // the latest time an input carried
+    bool failed_ = false;
+};
+
+}  // namespace dueq::shell
