@@ -140,7 +140,10 @@ void RaftIo::on_peer_frame(std::uint64_t from, std::string_view payload) {
                 transfer_.discard_received();
                 return drop(from, "snapshot stream with a corrupt record");
             }
-            shell_->step_snapshot(*m, std::move(store));
+            if (shell_->step_snapshot(*m, std::move(store)))
+                transfer_.accept_received();
+            else
+                transfer_.discard_received();
         } else if (!problem.empty()) {
             drop(from, "snapshot stream: " + problem);
         }

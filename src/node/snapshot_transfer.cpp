@@ -155,9 +155,9 @@ std::optional<raft::Message> SnapshotTransfer::receive(std::uint64_t from, std::
 
 std::optional<storage::SnapshotInstall> SnapshotTransfer::take_received(
     const raft::SnapshotMeta& meta) {
-    if (!received_ || !(received_->meta == meta)) return std::nullopt;
-    auto out = std::move(received_);
-    received_.reset();
+    if (!accepted_ || !(accepted_->meta == meta)) return std::nullopt;
+    auto out = std::move(accepted_);
+    accepted_.reset();
     return out;
 }
 

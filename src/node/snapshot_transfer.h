@@ -51,10 +51,16 @@ class SnapshotTransfer {
     // node is seen to stay behind.
     std::optional<raft::Message> receive(std::uint64_t from, std::uint64_t self,
                                          std::string_view chunk, std::string& problem);
-    // The records of the received snapshot, until taken or discarded.
+    // The records of the snapshot just received, until accepted or discarded.
     const storage::SnapshotInstall* received() const { return received_ ? &*received_ : nullptr; }
     void discard_received() { received_.reset(); }
-    // The records of the received snapshot at `meta`, for installing (once).
+    // The core accepted the snapshot just received: keep its records for installing
+    // (they replace those of an earlier accepted one).
+    void accept_received() {
+        accepted_ = std::move(received_);
+        received_.reset();
+    }
+    // The records of the accepted snapshot at `meta`, for installing (once).
     std::optional<storage::SnapshotInstall> take_received(const raft::SnapshotMeta& meta);
     // A stream whose records add up to more than this is dropped.
     void set_max_stream_bytes(std::uint64_t bytes) { max_stream_bytes_ = bytes; }
@@ -77,6 +83,7 @@ class SnapshotTransfer {
     std::map<std::uint64_t, Outgoing> out_;
     std::map<std::uint64_t, Incoming> in_;
     std::optional<storage::SnapshotInstall> received_;
+    std::optional<storage::SnapshotInstall> accepted_;
     std::uint64_t max_stream_bytes_ = std::uint64_t(16) << 30;
 };
 

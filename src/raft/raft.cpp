@@ -240,8 +240,8 @@ bool Raft::has_ready() const {
 }
 
 bool Raft::may_send_before_persist(const Message& m) const {
-    if (planted(PlantedBug::ack_before_persist)) return true;
     using T = MessageType;
+    if (planted(PlantedBug::ack_before_persist) && m.type == T::append_resp) return true;
     return role_ == Role::leader &&
            (m.type == T::append || m.type == T::heartbeat || m.type == T::snapshot);
 }

@@ -61,7 +61,7 @@ bool RaftShell::reaches_quorum() const {
 }
 
 void RaftShell::answer(Proposal& p, Code code, const std::string& message) {
-    Outcome o{code, message, nullptr, nullptr};
+    Outcome o{code, message, nullptr, nullptr, 0, 0};
     if (p.done) p.done(o);
 }
 
@@ -90,7 +90,7 @@ raft::Index RaftShell::propose(queue::Command cmd, std::int64_t now, Done done) 
     if (planted(raft::PlantedBug::reply_before_commit) &&
         !std::holds_alternative<queue::Take>(cmd)) {
         queue::Result nothing;
-        Outcome o{Code::ok, {}, &cmd, &nothing};
+        Outcome o{Code::ok, {}, &cmd, &nothing, index.value(), raft_->term()};
         p.done(o);
         p.done = nullptr;
     }
@@ -145,12 +145,17 @@ std::string RaftShell::step(raft::NodeId from, const raft::Message& m) {
     return {};
 }
 
-void RaftShell::step_snapshot(const raft::Message& m, std::unique_ptr<queue::Store> store) {
+bool RaftShell::step_snapshot(const raft::Message& m, std::unique_ptr<queue::Store> store) {
     // The records were checked before the core hears of the snapshot: once it has
     // accepted one, there is no going back to the old state.
-    received_store_ = std::move(store);
     raft_->step(m);
+    const auto& pending = raft_->log().unstable_snapshot();
+    const bool accepted = m.snapshot && pending && pending->meta == m.snapshot->meta;
+    // Only the snapshot the core will hand out goes with it: one it refused must not
+    // replace an earlier one it accepted and has not installed yet.
+    if (accepted) received_store_ = std::move(store);
     if (hooks_.schedule) hooks_.schedule();
+    return accepted;
 }
 
 void RaftShell::on_link_change(raft::NodeId peer, bool up, std::int64_t now) {
@@ -160,7 +165,8 @@ void RaftShell::on_link_change(raft::NodeId peer, bool up, std::int64_t now) {
     // our vote is free) and campaign soon instead of after the election timeout;
     // PreVote keeps this harmless if the leader is in fact alive and heard by others.
     // The survivors start one after another by id, so that they do not split the vote.
-    raft_->forget_leader();
+    // Refused with lease reads on (raft.h): then the leader's lease must run out first.
+    if (!raft_->forget_leader().is_ok()) return;
     std::int64_t rank = 0;
     for (raft::NodeId id : cfg_.raft.voters)
         if (id < cfg_.raft.id && id != peer) ++rank;
@@ -252,10 +258,9 @@ void RaftShell::apply_entry(const raft::Entry& e) {
     }
     if (e.type != raft::EntryType::normal) {
         store_->advance(queue::Millis(applied_.time));
-        store_->drain_changes([this](std::string_view q, std::string_view k, const auto& encoded) {
-            unwritten_.changes.push_back({std::string(q), std::string(k), encoded});
-        });
-        if (hooks_.on_apply) hooks_.on_apply(e, nullptr, nullptr);
+        const std::size_t from = collect_changes();
+        if (hooks_.on_apply)
+            hooks_.on_apply(e, nullptr, nullptr, std::span(unwritten_.changes).subspan(from));
         // Our own term's first entry: everything before it is applied, so the replicated
         // settings are known.
         if (e.term == raft_->term() && is_leader() && hooks_.term_started) hooks_.term_started();
@@ -271,16 +276,23 @@ void RaftShell::apply_command(const raft::Entry& e, std::optional<Proposal> mine
     const auto at = planted(raft::PlantedBug::lease_from_local_clock) ? queue::Millis(now_)
                                                                        : queue::Millis(applied_.time);
     queue::Result result = store_->apply(*cmd, at);
-    store_->drain_changes([this](std::string_view q, std::string_view k, const auto& encoded) {
-        unwritten_.changes.push_back({std::string(q), std::string(k), encoded});
-    });
-    if (hooks_.on_apply) hooks_.on_apply(e, &*cmd, &result);
+    const std::size_t from = collect_changes();
+    if (hooks_.on_apply)
+        hooks_.on_apply(e, &*cmd, &result, std::span(unwritten_.changes).subspan(from));
     if (!mine) return;
     if (mine->term != e.term)
         return answer(*mine, Code::not_leader,
                       "leadership changed before this was committed; it was not applied");
-    Outcome o{Code::ok, {}, &*cmd, &result};
+    Outcome o{Code::ok, {}, &*cmd, &result, e.index, e.term};
     if (mine->done) mine->done(o);
+}
+
+std::size_t RaftShell::collect_changes() {
+    const std::size_t from = unwritten_.changes.size();
+    store_->drain_changes([this](std::string_view q, std::string_view k, const auto& encoded) {
+        unwritten_.changes.push_back({std::string(q), std::string(k), encoded});
+    });
+    return from;
 }
 
 void RaftShell::persist_applied(const raft::SnapshotMeta& trim) {

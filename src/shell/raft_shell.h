@@ -26,6 +26,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 
 #include "queue/command.h"
@@ -72,6 +73,8 @@ struct Outcome {
     std::string message;                 // when not ok: why, for the client
     queue::Command* command = nullptr;   // when ok: the command as applied
     const queue::Result* result = nullptr;
+    raft::Index index = 0;  // when ok: the entry that carried it
+    raft::Term term = 0;
 };
 using Done = std::function<void(Outcome&)>;
 
@@ -81,9 +84,11 @@ struct Hooks {
     std::function<void(bool wrote)> applied;
     std::function<void()> term_started;  // as leader, the first entry of its term applied
     std::function<void(const std::string&)> fatal;  // the replica cannot go on
-    // Observer (the simulator's checks): one applied entry and what it did (null for
-    // no-ops). Called before the proposal is answered.
-    std::function<void(const raft::Entry&, const queue::Command*, const queue::Result*)> on_apply;
+    // Observer (the simulator's checks): one applied entry, what it did (null for
+    // no-ops) and the tasks it changed. Called before the proposal is answered.
+    std::function<void(const raft::Entry&, const queue::Command*, const queue::Result*,
+                       std::span<const storage::TaskChange>)>
+        on_apply;
     std::function<void(const raft::ReadState&)> on_read_state;
 };
 
@@ -111,7 +116,9 @@ class RaftShell {
     // refused before the core saw it (raft/message_check.h).
     std::string step(raft::NodeId from, const raft::Message& m);
     // A snapshot message whose records the transport received and decoded into `store`.
-    void step_snapshot(const raft::Message& m, std::unique_ptr<queue::Store> store);
+    // True if the core accepted it: the transport keeps those records for
+    // Storage::install_snapshot (and drops them otherwise).
+    bool step_snapshot(const raft::Message& m, std::unique_ptr<queue::Store> store);
     void on_link_change(raft::NodeId peer, bool up, std::int64_t now);
     // Proposes `cmd`; `done` hears how it ends (errors included, at once for a refusal).
     // Returns the entry's index, or 0 if refused.
@@ -147,6 +154,8 @@ class RaftShell {
     void apply_entry(const raft::Entry& e);
     void apply_command(const raft::Entry& e, std::optional<Proposal> mine);
     void persist_applied(const raft::SnapshotMeta& trim = {});
+    // Moves what the store changed into unwritten_; returns where this batch starts.
+    std::size_t collect_changes();
     void take_checkpoint();
     void answer(Proposal& p, queue::Code code, const std::string& message);
     void expire_proposals(std::int64_t now);

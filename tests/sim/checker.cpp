@@ -2,7 +2,7 @@
 
 #include <sstream>
 
-#include "sim/state_machine.h"
+#include "sim/digest.h"
 
 namespace dueq::sim {
 
@@ -68,14 +68,20 @@ void Checker::set_raft(NodeId id, const raft::Raft* r) {
     }
 }
 
-void Checker::on_start(NodeId id) {
+void Checker::on_start(NodeId id, const raft::SnapshotMeta& applied, std::uint64_t digest) {
     NodeTrack& t = track(id);
     const auto& st = *view(id).storage;
     t = NodeTrack{};
     t.term = st.hard_state().term;
-    t.applied = st.snapshot().meta.index;
-    t.applied_time = st.snapshot().meta.time;
+    t.applied = applied.index;
+    t.applied_time = applied.time;
     t.commit = view(id).raft ? view(id).raft->log().committed() : 0;
+    // What the disk kept of the applied state must be the state every replica had at
+    // that index: a torn or lost write may leave it behind, never different.
+    if (applied.index > 0 && applied.index < applied_.size() && applied_[applied.index].term != 0 &&
+        applied_[applied.index].digest != digest)
+        fail(cat("node ", id, " restarted with a store at index ", applied.index,
+                 " that differs from what was applied there"));
 }
 
 void Checker::after_step(NodeId id) {
@@ -168,11 +174,11 @@ void Checker::check_commit_safe(NodeId id, Index index) {
     }
 }
 
-void Checker::on_persist(NodeId id, const raft::Ready& rd) {
+void Checker::on_synced(NodeId id, const storage::LogWrite& w) {
     const auto& st = *view(id).storage;
-    if (rd.hard_state) {
+    if (w.hard_state) {
         const raft::HardState old = st.hard_state();
-        const raft::HardState& hs = *rd.hard_state;
+        const raft::HardState& hs = *w.hard_state;
         if (hs.term < old.term)
             fail(cat("node ", id, " persisted term ", hs.term, " < ", old.term));
         if (hs.term == old.term && old.vote != 0 && hs.vote != old.vote) {
@@ -182,13 +188,11 @@ void Checker::on_persist(NodeId id, const raft::Ready& rd) {
     }
     // Log Matching (§3.5): the same (index, term) anywhere means the same entry after
     // the same history. Checked inductively: same payload and same previous term.
-    for (std::size_t k = 0; k < rd.entries.size(); ++k) {
-        const raft::Entry& e = rd.entries[k];
+    for (std::size_t k = 0; k < w.entries.size(); ++k) {
+        const raft::Entry& e = w.entries[k];
         Term prev_term;
         if (k > 0) {
-            prev_term = rd.entries[k - 1].term;
-        } else if (rd.snapshot && rd.snapshot->meta.index + 1 == e.index) {
-            prev_term = rd.snapshot->meta.term;
+            prev_term = w.entries[k - 1].term;
         } else {
             auto t = st.term(e.index - 1);
             prev_term = t ? t.value() : 0;
@@ -204,6 +208,17 @@ void Checker::on_persist(NodeId id, const raft::Ready& rd) {
 }
 
 void Checker::on_send(const raft::Message& m) {
+    if (m.type == raft::MessageType::append_resp && !m.reject && contract_checks_) {
+        // An acknowledgement counts toward a commit: what it acknowledges is on disk. Or
+        // the node has durably moved to a later term: entries it acknowledged in an older
+        // term that a newer leader then overwrote before they reached the disk cannot be
+        // committed (that leader was elected by a majority without them).
+        const auto& st = *view(m.from).storage;
+        if (m.index > st.last_index() && m.index > st.snapshot().meta.index &&
+            st.hard_state().term <= m.term)
+            fail(cat("node ", m.from, " acknowledged index ", m.index, " to ", m.to,
+                     " while its disk holds up to ", st.last_index()));
+    }
     if (m.type != raft::MessageType::vote_resp || m.reject) return;
     // Figure 3.1: votedFor is on stable storage before the vote is granted (or a later
     // term is: a node whose durable term is past m.term can never vote in it again).

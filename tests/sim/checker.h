@@ -12,10 +12,12 @@
 
 #include "raft/raft.h"
 #include "raft/storage.h"
+#include "storage/writes.h"
 
 namespace dueq::sim {
 
-// What the checker may look at for one node. raft is null while the node is down.
+// What the checker may look at for one node: `storage` is what its disk has synced
+// (the log, hard state and log base); raft is null while the node is down.
 struct NodeView {
     raft::NodeId id = 0;
     const raft::MemoryStorage* storage = nullptr;
@@ -34,13 +36,13 @@ class Checker {
 
     // The node's core was (re)created (or destroyed: nullptr).
     void set_raft(raft::NodeId id, const raft::Raft* r);
-    // A node (re)started from its storage.
-    void on_start(raft::NodeId id);
+    // A node (re)started from its storage, with its store at `applied` (digest).
+    void on_start(raft::NodeId id, const raft::SnapshotMeta& applied, std::uint64_t digest);
     // After every call into a node's core: roles, terms and commit indexes.
     void after_step(raft::NodeId id);
-    // The shell is about to make these durable.
-    void on_persist(raft::NodeId id, const raft::Ready& rd);
-    // Each message as it leaves (after persistence).
+    // A log write is about to become durable (synced) on the node's disk.
+    void on_synced(raft::NodeId id, const storage::LogWrite& w);
+    // Each message as it leaves.
     void on_send(const raft::Message& m);
     // The state machine applied an entry (digest = its digest afterwards).
     void on_apply(raft::NodeId id, const raft::Entry& e, std::uint64_t digest);

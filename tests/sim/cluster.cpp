@@ -1,20 +1,20 @@
 #include "sim/cluster.h"
 
+#include <spdlog/spdlog.h>
+
 #include <cstdarg>
 #include <cstdio>
 #include <sstream>
 
 namespace dueq::sim {
 
-using raft::Entry;
-using raft::Index;
 using raft::Message;
 using raft::NodeId;
-using raft::Ready;
 
 namespace {
 constexpr std::uint64_t kTickUs = 10'000;   // nodes tick every 10 ms of their own clock
 constexpr std::uint64_t kChaosUs = 50'000;  // a fault decision every 50 ms
+constexpr std::uint64_t kLinkCheckUs = 30'000;
 constexpr std::uint64_t kMaxEvents = 20'000'000;
 }  // namespace
 
@@ -38,6 +38,8 @@ Cluster::Cluster(const SimOptions& opts)
     : opts_(opts),
       rng_(opts.seed * 0x2545F4914F6CDD1DULL + 1),
       client_rng_(opts.seed ^ 0xc1c1c1c1ULL) {
+    // The shell logs elections and snapshots; thousands of seeds would drown the output.
+    spdlog::set_level(opts.trace ? spdlog::level::info : spdlog::level::off);
     // The shape of this run: every fault is on, at an intensity drawn from the seed.
     heartbeat_tick_ = static_cast<int>(rng_.uniform(1, 3));
     lease_read_ = rng_.chance(0.5);
@@ -61,28 +63,47 @@ Cluster::Cluster(const SimOptions& opts)
         slow_disk_rate_ = rng_.uniform(0, 50) / 1000.0;
         transfer_rate_ = rng_.uniform(0, 20) / 1000.0;
     }
-    int n = opts.nodes;
-    nodes_ = std::vector<Node>(static_cast<std::size_t>(n));
-    blocked_.assign(static_cast<std::size_t>(n),
-                    std::vector<bool>(static_cast<std::size_t>(n), false));
+    const auto n = static_cast<std::size_t>(opts.nodes);
+    blocked_.assign(n, std::vector<bool>(n, false));
+    link_up_.assign(n, std::vector<bool>(n, false));
     std::vector<NodeView> views;
-    for (int k = 0; k < n; ++k) {
-        Node& node = nodes_[k];
-        node.id = static_cast<NodeId>(k + 1);
+    for (int k = 0; k < opts.nodes; ++k) {
+        auto node = std::make_unique<Node>(*this, k);
         if (opts.faults) {
-            node.rate = 1.0 + (static_cast<double>(rng_.uniform(0, 100)) - 50.0) / 1000.0;  // ±5%
-            node.offset_ms = static_cast<std::int64_t>(rng_.uniform(0, 1000)) - 500;
+            node->rate = 1.0 + (static_cast<double>(rng_.uniform(0, 100)) - 50.0) / 1000.0;  // ±5%
+            node->offset_ms = static_cast<std::int64_t>(rng_.uniform(0, 1000)) - 500;
         }
-        views.push_back({node.id, &node.storage, nullptr});
+        Node* raw = node.get();
+        SimDisk::Hooks dh;
+        dh.schedule_flush = [this, raw] {
+            const std::uint64_t latency =
+                raw->slow_disk ? rng_.uniform(5'000, 80'000) : rng_.uniform(20, 400);
+            schedule(now_ + latency, EventKind::disk_flush, raw->k, raw->incarnation);
+        };
+        dh.on_synced = [this, raw](const storage::LogWrite& w) { checker_->on_synced(raw->id, w); };
+        dh.on_install = [this, raw](const StoreImage& image) {
+            auto store = image.load();
+            if (store) raw->digest.reset(*store);
+            checker_->on_install(raw->id, image.meta, raw->digest.value());
+            trace("n%llu installs snapshot %llu", (unsigned long long)raw->id,
+                  (unsigned long long)image.meta.index);
+        };
+        node->disk = std::make_unique<SimDisk>(std::move(dh));
+        views.push_back({node->id, &node->disk->durable().log, nullptr});
+        nodes_.push_back(std::move(node));
     }
     checker_ = std::make_unique<Checker>(views, opts.contract_checks);
+    history_ = std::make_unique<TaskHistory>(*checker_);
 }
 
-raft::Config Cluster::node_config(int k) const {
-    raft::Config c;
-    c.id = nodes_[k].id;
-    for (const Node& n : nodes_)
-        c.voters.push_back(n.id);
+Cluster::~Cluster() = default;
+
+shell::ShellConfig Cluster::node_config(int k) const {
+    shell::ShellConfig sc;
+    raft::Config& c = sc.raft;
+    c.id = nodes_[k]->id;
+    for (const auto& n : nodes_)
+        c.voters.push_back(n->id);
     c.election_tick = 10;
     c.heartbeat_tick = heartbeat_tick_;
     c.lease_read = lease_read_;
@@ -90,14 +111,18 @@ raft::Config Cluster::node_config(int k) const {
     c.max_inflight_msgs = max_inflight_;
     c.max_inflight_bytes = max_inflight_bytes_;
     c.snapshot_threshold = snapshot_threshold_;
-    c.seed = opts_.seed * 7919 + c.id * 104729 + nodes_[k].incarnation;
+    c.seed = opts_.seed * 7919 + c.id * 104729 + nodes_[k]->incarnation;
     c.planted_bug = opts_.planted_bug;
-    return c;
+    sc.members = nodes_.size();
+    sc.proposal_timeout_ms = 300;
+    sc.campaign_step_ms = 10 * heartbeat_tick_;
+    sc.log_keep = keep_entries_;
+    return sc;
 }
 
-raft::Millis Cluster::clock_ms(const Node& n) const {
+std::int64_t Cluster::clock_ms(const Node& n) const {
     auto ms = static_cast<std::int64_t>(static_cast<double>(now_) * n.rate / 1000.0);
-    return static_cast<raft::Millis>(1'700'000'000'000LL + n.offset_ms + ms);
+    return 1'700'000'000'000LL + n.offset_ms + ms;
 }
 
 std::uint64_t Cluster::tick_interval(const Node& n) const {
@@ -120,102 +145,101 @@ void Cluster::schedule(std::uint64_t at, EventKind kind, int node, std::uint64_t
 }
 
 void Cluster::start_node(int k) {
-    Node& n = nodes_[k];
+    Node& n = *nodes_[k];
     n.up = true;
     ++n.incarnation;
-    n.persisting = false;
-    n.raft = std::make_unique<raft::Raft>(node_config(k), n.storage);
-    n.sm = SimStateMachine::restore(n.storage.snapshot().data);
-    checker_->set_raft(n.id, n.raft.get());
-    checker_->on_start(n.id);
-    trace("n%llu start term=%llu commit=%llu snap=%llu last=%llu", (unsigned long long)n.id,
-          (unsigned long long)n.raft->term(), (unsigned long long)n.raft->log().committed(),
-          (unsigned long long)n.storage.snapshot().meta.index,
-          (unsigned long long)n.storage.last_index());
+    auto loaded = n.disk->load();
+    if (!loaded) return checker_->fail("node " + std::to_string(n.id) + ": its disk does not load");
+    shell::Hooks hooks;
+    hooks.fatal = [this, &n](const std::string& why) {
+        checker_->fail("node " + std::to_string(n.id) + " stopped: " + why);
+    };
+    hooks.on_apply = [this, k](const raft::Entry& e, const queue::Command* cmd,
+                               const queue::Result* r, std::span<const storage::TaskChange> ch) {
+        on_apply(k, e, cmd, r, ch);
+    };
+    hooks.on_read_state = [this, k](const raft::ReadState& rs) { on_read_state(k, rs); };
+    n.shell = std::make_unique<shell::RaftShell>(node_config(k), *n.disk, n, std::move(hooks));
+    if (auto err = n.shell->start(loaded->first, std::move(loaded->second)))
+        return checker_->fail("node " + std::to_string(n.id) + ": " + *err);
+    const raft::SnapshotMeta base = n.shell->log().snapshot().meta;
+    n.disk->checkpoint_now(base);
+    n.sendable = n.disk->checkpoint_at(base);
+    n.digest.reset(n.shell->store());
+    checker_->set_raft(n.id, &n.shell->raft());
+    checker_->on_start(n.id, n.shell->applied(), n.digest.value());
+    trace("n%llu start term=%llu commit=%llu applied=%llu last=%llu", (unsigned long long)n.id,
+          (unsigned long long)n.shell->raft().term(),
+          (unsigned long long)n.shell->raft().log().committed(),
+          (unsigned long long)n.shell->applied().index,
+          (unsigned long long)n.shell->log().last_index());
     schedule(now_ + client_rng_.uniform(1, tick_interval(n)), EventKind::tick, k, n.incarnation);
 }
 
 void Cluster::crash_node(int k) {
-    Node& n = nodes_[k];
+    Node& n = *nodes_[k];
     if (!n.up) return;
-    trace("n%llu CRASH (ready in flight: %d)", (unsigned long long)n.id, n.persisting ? 1 : 0);
+    const std::size_t unsynced = n.disk->unsynced_jobs();
+    const std::size_t keep = unsynced == 0 ? 0 : rng_.uniform(0, unsynced);
+    trace("n%llu CRASH (keeps %zu of %zu unsynced writes)", (unsigned long long)n.id, keep,
+          unsynced);
     n.up = false;
     ++n.incarnation;
     checker_->set_raft(n.id, nullptr);
-    n.raft.reset();
-    n.persisting = false;
-    n.pending = Ready{};
-    n.sm = SimStateMachine{};
+    n.shell.reset();
+    n.sendable.reset();
+    n.disk->crash(keep);
+    for (int j = 0; j < opts_.nodes; ++j)
+        if (j != k) set_link(k, j, false);
     ++stats_.crashes;
+    if (keep > 0 && keep < unsynced) ++stats_.torn_crashes;
 }
 
 void Cluster::pump(int k) {
-    Node& n = nodes_[k];
+    Node& n = *nodes_[k];
+    if (!n.up) return;
     checker_->after_step(n.id);
-    while (n.up && !n.persisting && n.raft->has_ready()) {
-        Ready rd = n.raft->ready();
-        if (rd.role == raft::Role::leader) leader_hint_ = k;
-        for (const Message& m : rd.messages_before_persist) {
-            checker_->on_send(m);
-            net_send(m);
-        }
-        bool disk = rd.hard_state || !rd.entries.empty() || rd.snapshot;
-        std::uint64_t latency = 0;
-        if (disk) {
-            latency = n.slow_disk ? rng_.uniform(5'000, 80'000) : rng_.uniform(20, 400);
-        }
-        if (latency > 0) {
-            n.persisting = true;
-            n.busy_until = now_ + latency;
-            n.pending = std::move(rd);
-            schedule(n.busy_until, EventKind::persist_done, k, n.incarnation);
-            return;
-        }
-        complete_ready(k, std::move(rd));
+    n.shell->process_ready();
+    if (n.up) {
+        checker_->after_step(n.id);
+        if (n.shell->is_leader()) leader_hint_ = k;
     }
 }
 
-void Cluster::complete_ready(int k, Ready rd) {
-    Node& n = nodes_[k];
-    checker_->on_persist(n.id, rd);
-    if (rd.snapshot) {
-        n.storage.apply_snapshot(*rd.snapshot);
-        n.sm = SimStateMachine::restore(rd.snapshot->data);
-        checker_->on_install(n.id, rd.snapshot->meta, n.sm.digest);
-        trace("n%llu installed snapshot %llu", (unsigned long long)n.id,
-              (unsigned long long)rd.snapshot->meta.index);
-    }
-    if (!n.storage.append(rd.entries)) checker_->fail("storage refused an append from the core");
-    if (rd.hard_state) n.storage.set_hard_state(*rd.hard_state);
-    for (const Message& m : rd.messages) {
-        checker_->on_send(m);
-        net_send(m);
-    }
-    apply_entries(k, rd.committed_entries);
-    for (const raft::ReadState& rs : rd.read_states)
-        on_read_state(k, rs);
-    if (rd.snapshot_wanted && n.sm.applied > n.storage.snapshot().meta.index) {
-        n.storage.create_snapshot(n.sm.applied, n.sm.serialize());
-        if (n.sm.applied > keep_entries_) n.storage.compact(n.sm.applied - keep_entries_);
-    }
-    n.raft->advance(rd);
+void Cluster::flush_disk(int k) {
+    Node& n = *nodes_[k];
+    auto [ticket, checkpoints] = n.disk->flush();
+    if (ticket != 0) n.shell->on_persisted(ticket);
+    for (const auto& meta : checkpoints)
+        if (n.up && n.shell->on_checkpoint(meta)) n.sendable = n.disk->checkpoint_at(meta);
+    pump(k);
+}
+
+void Cluster::on_apply(int k, const raft::Entry& e, const queue::Command* cmd,
+                       const queue::Result* result, std::span<const storage::TaskChange> changes) {
+    Node& n = *nodes_[k];
+    // The shell may go from one Ready to the next inside one input (a commit-only Ready
+    // needs no disk): let the checker see the commit index this entry was applied under.
     checker_->after_step(n.id);
+    n.digest.apply(changes, n.shell->store());
+    checker_->on_apply(n.id, e, n.digest.value());
+    history_->applied(n.id, e, cmd, result);
 }
 
-void Cluster::apply_entries(int k, const std::vector<Entry>& entries) {
-    Node& n = nodes_[k];
-    for (const Entry& e : entries) {
-        n.sm.apply(e);
-        checker_->on_apply(n.id, e, n.sm.digest);
-        on_applied_command(k, e);
-    }
-}
-
-void Cluster::net_send(const Message& m) {
+void Cluster::net_send(int from, const Message& m) {
     ++stats_.messages;
-    if (m.type == raft::MessageType::snapshot) ++stats_.snapshots_sent;
-    int from = static_cast<int>(m.from - 1), to = static_cast<int>(m.to - 1);
+    const int to = static_cast<int>(m.to - 1);
+    Slot slot_value{m, nullptr};
+    if (m.type == raft::MessageType::snapshot) {
+        // As the node's RaftIo: the checkpoint the message names, or nothing.
+        const Node& n = *nodes_[from];
+        if (!n.sendable || !m.snapshot || !(n.sendable->meta == m.snapshot->meta)) return;
+        slot_value.snapshot = n.sendable;
+        ++stats_.snapshots_sent;
+    }
+    checker_->on_send(m);
     int copies = 1;
+    if (!link_up_[from][to]) return;  // the mesh refuses to send on a link that is down
     if (!healed_) {
         if (blocked_[from][to] || rng_.chance(drop_)) {
             trace("n%llu -> n%llu %s dropped", (unsigned long long)m.from, (unsigned long long)m.to,
@@ -232,71 +256,87 @@ void Cluster::net_send(const Message& m) {
         std::size_t slot;
         if (free_slots_.empty()) {
             slot = slots_.size();
-            slots_.push_back(m);
+            slots_.push_back(slot_value);
         } else {
             slot = free_slots_.back();
             free_slots_.pop_back();
-            slots_[slot] = m;
+            slots_[slot] = slot_value;
         }
         schedule(now_ + delay, EventKind::deliver, to, slot);
     }
 }
 
 void Cluster::deliver(int k, std::size_t slot) {
-    Node& n = nodes_[k];
-    const Message& m = slots_[slot];
+    Node& n = *nodes_[k];
+    Slot s = std::move(slots_[slot]);
+    free_slots_.push_back(slot);
+    const Message& m = s.message;
     trace("n%llu <- n%llu %s t=%llu i=%llu lt=%llu c=%llu n=%zu%s%s", (unsigned long long)m.to,
           (unsigned long long)m.from, raft::to_string(m.type).data(), (unsigned long long)m.term,
           (unsigned long long)m.index, (unsigned long long)m.log_term, (unsigned long long)m.commit,
           m.entries.size(), m.reject ? " reject" : "", n.up ? "" : " (down)");
-    if (n.up) {
-        n.raft->step(m);
-        pump(k);
+    if (!n.up) return;
+    if (s.snapshot) {
+        auto store = s.snapshot->load();
+        if (!store) return checker_->fail("a snapshot's records do not load");
+        if (n.shell->step_snapshot(m, std::move(store))) n.disk->set_received(s.snapshot);
+    } else if (auto problem = n.shell->step(m.from, m); !problem.empty()) {
+        return checker_->fail("node " + std::to_string(n.id) + " refused a real peer's " +
+                              std::string(raft::to_string(m.type)) + ": " + problem);
     }
-    free_slots_.push_back(slot);
+    pump(k);
+}
+
+void Cluster::set_link(int a, int b, bool up) {
+    if (link_up_[a][b] == up) return;
+    link_up_[a][b] = link_up_[b][a] = up;
+    if (!up) ++stats_.link_downs;
+    trace("link n%d-n%d %s", a + 1, b + 1, up ? "up" : "down");
+    for (auto [self, peer] : {std::pair{a, b}, std::pair{b, a}}) {
+        Node& n = *nodes_[self];
+        if (!n.up) continue;
+        n.shell->on_link_change(nodes_[peer]->id, up, clock_ms(n));
+        pump(self);
+    }
+}
+
+void Cluster::check_links() {
+    // The mesh's view: a link is up while both ends run and messages pass both ways.
+    for (int a = 0; a < opts_.nodes; ++a)
+        for (int b = a + 1; b < opts_.nodes; ++b)
+            set_link(a, b, nodes_[a]->up && nodes_[b]->up && !blocked_[a][b] && !blocked_[b][a]);
+    schedule(now_ + kLinkCheckUs, EventKind::link_check, 0);
 }
 
 void Cluster::dispatch(const Event& ev) {
-    int k = ev.node;
+    const int k = ev.node;
+    Node& n = *nodes_[k];
     switch (ev.kind) {
-        case EventKind::tick: {
-            Node& n = nodes_[k];
+        case EventKind::tick:
             if (!n.up || ev.arg != n.incarnation) return;
             // Ticks run on time even while a Ready is being persisted: the shell's
-            // timer does not wait for the disk (the core allows input between ready()
-            // and advance(); only the next Ready waits).
-            n.raft->tick(clock_ms(n));
+            // timer does not wait for the disk.
+            n.shell->tick(clock_ms(n));
             pump(k);
             schedule(now_ + tick_interval(n), EventKind::tick, k, ev.arg);
             return;
-        }
         case EventKind::deliver:
-            deliver(k, ev.arg);
+            return deliver(k, ev.arg);
+        case EventKind::disk_flush:
+            if (n.up && ev.arg == n.incarnation) flush_disk(k);
             return;
-        case EventKind::persist_done: {
-            Node& n = nodes_[k];
-            if (!n.up || ev.arg != n.incarnation || !n.persisting) return;
-            n.persisting = false;
-            complete_ready(k, std::move(n.pending));
-            n.pending = Ready{};
-            pump(k);
-            return;
-        }
         case EventKind::restart:
-            if (!nodes_[k].up && ev.arg == nodes_[k].incarnation) {
+            if (!n.up && ev.arg == n.incarnation) {
                 start_node(k);
                 pump(k);
             }
             return;
         case EventKind::chaos:
-            chaos();
-            return;
+            return chaos();
         case EventKind::client:
-            client_action();
-            return;
+            return client_action();
         case EventKind::heal:
-            heal();
-            return;
+            return heal();
         case EventKind::unpartition:
             if (ev.arg == partition_gen_) {
                 for (auto& row : blocked_)
@@ -304,17 +344,17 @@ void Cluster::dispatch(const Event& ev) {
                 trace("partition healed");
             }
             return;
+        case EventKind::link_check:
+            return check_links();
         case EventKind::check_live:
-            check_live();
-            return;
+            return check_live();
     }
 }
 
 SimResult Cluster::run() {
-    for (int k = 0; k < opts_.nodes; ++k) {
-        nodes_[k].incarnation = 0;
+    for (int k = 0; k < opts_.nodes; ++k)
         start_node(k);
-    }
+    check_links();
     schedule(0, EventKind::client, 0);
     if (opts_.faults) schedule(kChaosUs, EventKind::chaos, 0);
     schedule(opts_.fault_ms * 1000, EventKind::heal, 0);
@@ -329,11 +369,9 @@ SimResult Cluster::run() {
     SimResult r;
     stats_.sim_ms = now_ / 1000;
     stats_.elections = checker_->leader_terms();
-    std::uint64_t acked = 0;
-    for (const Command& c : commands_)
-        acked += c.acked ? 1 : 0;
-    stats_.proposed = commands_.size();
-    stats_.acked = acked;
+    stats_.acked = history_->acknowledged_count();
+    stats_.abandoned = history_->abandoned_count();
+    stats_.leases = history_->leases_checked();
     r.stats = stats_;
     if (checker_->failed()) {
         r.ok = false;

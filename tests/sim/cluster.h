@@ -4,15 +4,17 @@
 // Model:
 //  - Simulated time in microseconds; a priority queue of events ordered by
 //    (time, sequence number), so ties break the same way on every run.
-//  - Each node is the real raft::Raft plus a shell that carries out Ready batches:
-//    persist (to a MemoryStorage, which is what survives a crash), then send, then
-//    apply. While a Ready is being persisted (a slow disk makes that long) the node
-//    keeps taking messages and ticks, but its next Ready waits. A crash loses the
-//    Ready in progress and everything the core had not handed out yet.
+//  - Each node is the shell dueqd runs (shell::RaftShell, with the real Raft core and
+//    the real queue::Store) over a SimDisk (sim_disk.h: group commit, lost and torn
+//    unsynced writes) and the simulated network. A crash loses what the disk had not
+//    synced and everything in memory; a restart loads what the disk kept, as dueqd does.
 //  - Each node ticks every 10 ms of its own clock; clocks drift (rate) and are offset,
-//    and the offset clock is what a leader stamps on entries.
+//    and the offset clock is the `now` the shell gets.
 //  - The network delays, drops, duplicates and reorders messages, and partitions
-//    (symmetric or one-way) block them.
+//    (symmetric or one-way) block them. A link blocked for a while, or to a crashed
+//    node, goes down (the shell hears of it, as from the peer mesh), and comes back up.
+//  - The workload is the product's: puts, takes with leases, acks with new times,
+//    touches, releases, abandoned leases, sessions that go away, deletes, Advance.
 #pragma once
 
 #include <cstdint>
@@ -23,28 +25,33 @@
 #include <queue>
 #include <vector>
 
-#include "raft/raft.h"
+#include "raft/random.h"
+#include "shell/raft_shell.h"
 #include "sim/checker.h"
+#include "sim/digest.h"
 #include "sim/sim.h"
-#include "sim/state_machine.h"
+#include "sim/sim_disk.h"
+#include "sim/task_history.h"
 
 namespace dueq::sim {
 
 class Cluster {
   public:
     explicit Cluster(const SimOptions& opts);
+    ~Cluster();
     SimResult run();
 
   private:
     enum class EventKind : std::uint8_t {
         tick,
         deliver,
-        persist_done,
+        disk_flush,
         restart,
         chaos,
         client,
         heal,
         unpartition,
+        link_check,
         check_live
     };
     struct Event {
@@ -57,68 +64,86 @@ class Cluster {
             return time != o.time ? time > o.time : seq > o.seq;
         }
     };
-    struct Node {
-        raft::NodeId id = 0;
-        raft::MemoryStorage storage;
-        std::unique_ptr<raft::Raft> raft;
-        SimStateMachine sm;
-        bool up = true;
+    // One node: the shell dueqd runs, over this node's disk and its end of the network.
+    struct Node final : shell::Transport {
+        Cluster& cluster;
+        int k;
+        raft::NodeId id;
+        std::unique_ptr<SimDisk> disk;
+        std::unique_ptr<shell::RaftShell> shell;
+        std::shared_ptr<const StoreImage> sendable;  // the checkpoint the log starts from
+        StoreDigest digest;
+        bool up = false;
         std::uint64_t incarnation = 0;
-        bool persisting = false;
-        std::uint64_t busy_until = 0;
-        raft::Ready pending;
+        bool slow_disk = false;
         double rate = 1.0;           // clock speed relative to simulated time
         std::int64_t offset_ms = 0;  // clock offset
-        bool slow_disk = false;
+
+        Node(Cluster& c, int index) : cluster(c), k(index), id(raft::NodeId(index + 1)) {}
+        void send(const raft::Message& m) override { cluster.net_send(k, m); }
+        bool connected(raft::NodeId peer) const override { return cluster.link_up_[k][peer - 1]; }
     };
-    struct Command {
-        bool acked = false;
-        std::uint64_t last_attempt = 0;
+    struct Held {  // a lease a client holds
+        std::string key;
+        queue::LeaseId lease;
+        queue::Millis until;
+        queue::SessionId session;
     };
     struct PendingRead {
         raft::NodeId node;
         raft::Index min_index;  // highest index acknowledged before the read was issued
     };
+    struct Slot {
+        raft::Message message;
+        std::shared_ptr<const StoreImage> snapshot;  // a snapshot message's records
+    };
 
     // events and nodes (cluster.cpp)
     void schedule(std::uint64_t at, EventKind kind, int node, std::uint64_t arg = 0);
     void dispatch(const Event& ev);
-    raft::Config node_config(int k) const;
-    raft::Millis clock_ms(const Node& n) const;
+    shell::ShellConfig node_config(int k) const;
+    std::int64_t clock_ms(const Node& n) const;
     std::uint64_t tick_interval(const Node& n) const;
     void start_node(int k);
     void crash_node(int k);
     void pump(int k);
-    void complete_ready(int k, raft::Ready rd);
-    void apply_entries(int k, const std::vector<raft::Entry>& entries);
-    void net_send(const raft::Message& m);
+    void flush_disk(int k);
+    void on_apply(int k, const raft::Entry& e, const queue::Command* cmd,
+                  const queue::Result* result, std::span<const storage::TaskChange> changes);
+    void net_send(int from, const raft::Message& m);
     void deliver(int k, std::size_t slot);
+    void set_link(int a, int b, bool up);
+    void check_links();
     void trace(const char* fmt, ...) const;
 
     // faults, workload, liveness (workload.cpp)
     void chaos();
+    void partition();
     void heal();
     void client_action();
+    void propose(int k, queue::Command cmd, std::function<void(shell::Outcome&)> then);
+    queue::Command next_command(int k);
     void on_read_state(int k, const raft::ReadState& rs);
-    void on_applied_command(int k, const raft::Entry& e);
-    bool cluster_live(std::string* why) const;
+    bool cluster_live(std::string* why);
     void check_live();
     int leader_guess();
 
     SimOptions opts_;
     raft::Random rng_;         // faults and network
     raft::Random client_rng_;  // workload
-    std::vector<Node> nodes_;
+    std::vector<std::unique_ptr<Node>> nodes_;
     std::unique_ptr<Checker> checker_;
+    std::unique_ptr<TaskHistory> history_;
     std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
     std::uint64_t seq_ = 0;
     std::uint64_t now_ = 0;
     bool done_ = false;
 
     // network
-    std::vector<raft::Message> slots_;
+    std::vector<Slot> slots_;
     std::vector<std::size_t> free_slots_;
     std::vector<std::vector<bool>> blocked_;  // blocked_[from][to]
+    std::vector<std::vector<bool>> link_up_;  // symmetric: the mesh's view of the link
     std::uint64_t partition_gen_ = 0;
     double drop_ = 0, dup_ = 0, slow_net_ = 0;
     std::uint64_t max_delay_us_ = 0;
@@ -130,16 +155,18 @@ class Cluster {
     std::uint64_t max_entries_ = 64, max_inflight_ = 64, max_inflight_bytes_ = 1 << 20;
     std::uint64_t snapshot_threshold_ = 32, keep_entries_ = 0;
     double crash_rate_ = 0, partition_rate_ = 0, slow_disk_rate_ = 0, transfer_rate_ = 0;
+    double torn_rate_ = 0;
     bool healed_ = false;
     std::uint64_t healed_at_ = 0;
 
     // workload
-    std::vector<Command> commands_;      // command id k+1 at [k]
-    std::deque<std::uint64_t> unacked_;  // ids not yet acknowledged (may hold acked ones)
-    std::map<std::pair<raft::NodeId, raft::Index>, std::pair<raft::Term, std::uint64_t>> attempts_;
+    std::vector<Held> held_;
     std::map<std::uint64_t, PendingRead> reads_;
     std::uint64_t next_read_ = 1;
     raft::Index acked_max_index_ = 0;
+    std::uint64_t outstanding_ = 0;  // proposals whose outcome has not come back
+    bool declared_ = false;          // the workload's queue settings are applied
+    bool marker_acked_ = false;      // after healing: a put got through
     int leader_hint_ = 0;
 
     SimStats stats_;

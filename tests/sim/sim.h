@@ -1,6 +1,7 @@
-// The deterministic Raft cluster simulator (issue 3): N nodes of the real core in one
-// process, on a simulated clock and network, with faults, a workload and invariant
-// checks after every step. The same options (seed included) replay bit-for-bit.
+// The deterministic cluster simulator: N replicas of what dueqd runs (the Raft shell, the
+// Raft core and the task store) in one process, on a simulated clock, disk and network,
+// with faults, the product's workload and invariant checks after every step (cluster.h,
+// checker.h, task_history.h). The same options (seed included) replay bit-for-bit.
 #pragma once
 
 #include <cstdint>
@@ -30,9 +31,13 @@ struct SimStats {
     std::uint64_t messages = 0;
     std::uint64_t proposed = 0;   // commands submitted by the workload
     std::uint64_t acked = 0;      // commands acknowledged to the workload
+    std::uint64_t leases = 0;     // tasks handed out (each checked against G3)
+    std::uint64_t abandoned = 0;  // leases clients walked away from (checked for G2)
     std::uint64_t reads = 0;      // linearizable reads checked
     std::uint64_t elections = 0;  // distinct leader terms
     std::uint64_t crashes = 0;
+    std::uint64_t torn_crashes = 0;  // crashes that kept some unsynced writes, not all
+    std::uint64_t link_downs = 0;
     std::uint64_t partitions = 0;
     std::uint64_t snapshots_sent = 0;
     std::uint64_t sim_ms = 0;           // simulated time at the end

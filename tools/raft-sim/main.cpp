@@ -20,8 +20,9 @@ namespace {
 bool parse_bug(const std::string& name, dueq::raft::PlantedBug& bug) {
     if (!dueq::raft::parse_planted_bug(name, bug)) {
         std::fprintf(stderr,
-                     "unknown bug '%s' (vote_for_stale_log, commit_prior_term, "
-                     "vote_before_persist, apply_uncommitted)\n",
+                     "unknown bug '%s' (core: vote_for_stale_log, commit_prior_term, "
+                     "vote_before_persist, apply_uncommitted, ack_before_persist; shell: "
+                     "shell_applies_uncommitted, lease_from_local_clock, reply_before_commit)\n",
                      name.c_str());
         return false;
     }
@@ -36,12 +37,14 @@ bool parse_bug(const std::string& name, dueq::raft::PlantedBug& bug) {
 void print_stats(const dueq::sim::SimStats& s) {
     std::printf(
         "  sim time %llu ms, events %llu, messages %llu, commands %llu (acked %llu), reads %llu,\n"
-        "  leader terms %llu, crashes %llu, partitions %llu, snapshots sent %llu, live %llu ms "
-        "after heal\n",
+        "  leases %llu (abandoned %llu), leader terms %llu, crashes %llu (torn %llu),\n"
+        "  partitions %llu, links down %llu, snapshots sent %llu, live %llu ms after heal\n",
         (unsigned long long)s.sim_ms, (unsigned long long)s.events, (unsigned long long)s.messages,
         (unsigned long long)s.proposed, (unsigned long long)s.acked, (unsigned long long)s.reads,
+        (unsigned long long)s.leases, (unsigned long long)s.abandoned,
         (unsigned long long)s.elections, (unsigned long long)s.crashes,
-        (unsigned long long)s.partitions, (unsigned long long)s.snapshots_sent,
+        (unsigned long long)s.torn_crashes, (unsigned long long)s.partitions,
+        (unsigned long long)s.link_downs, (unsigned long long)s.snapshots_sent,
         (unsigned long long)s.heal_to_live_ms);
 }
 
@@ -78,6 +81,10 @@ int run_sweep(SimOptions base, std::uint64_t start, std::uint64_t seeds,
         total.partitions += r.stats.partitions;
         total.snapshots_sent += r.stats.snapshots_sent;
         total.reads += r.stats.reads;
+        total.leases += r.stats.leases;
+        total.abandoned += r.stats.abandoned;
+        total.torn_crashes += r.stats.torn_crashes;
+        total.link_downs += r.stats.link_downs;
         total.heal_to_live_ms = std::max(total.heal_to_live_ms, r.stats.heal_to_live_ms);
         if (!r.ok) {
             ++failures;
@@ -104,11 +111,14 @@ int run_sweep(SimOptions base, std::uint64_t start, std::uint64_t seeds,
                 first_fail ? (", first at seed " + std::to_string(first_fail)).c_str() : "", el,
                 1000.0 * el / static_cast<double>(done ? done : 1));
     std::printf(
-        "  totals: events %llu, acked commands %llu, reads %llu, leader terms %llu, crashes %llu, "
-        "partitions %llu, snapshots sent %llu, slowest recovery after healing %llu ms\n",
+        "  totals: events %llu, acked commands %llu, leases %llu (abandoned %llu), reads %llu,\n"
+        "  leader terms %llu, crashes %llu (torn %llu), partitions %llu, links down %llu,\n"
+        "  snapshots sent %llu, slowest recovery after healing %llu ms\n",
         (unsigned long long)total.events, (unsigned long long)total.acked,
+        (unsigned long long)total.leases, (unsigned long long)total.abandoned,
         (unsigned long long)total.reads, (unsigned long long)total.elections,
-        (unsigned long long)total.crashes, (unsigned long long)total.partitions,
+        (unsigned long long)total.crashes, (unsigned long long)total.torn_crashes,
+        (unsigned long long)total.partitions, (unsigned long long)total.link_downs,
         (unsigned long long)total.snapshots_sent, (unsigned long long)total.heal_to_live_ms);
     return failures == 0 ? 0 : 1;
 }
@@ -117,7 +127,7 @@ int run_sweep(SimOptions base, std::uint64_t start, std::uint64_t seeds,
 
 int main(int argc, char** argv) {
     CLI::App app{
-        "raft-sim: deterministic simulator of dueq's Raft core.\n"
+        "raft-sim: deterministic simulator of dueq's replicas (Raft shell, core and task store).\n"
         "Every run is determined by its seed; a failure prints the command that replays it."};
     app.require_subcommand(1);
 
