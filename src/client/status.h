@@ -7,25 +7,13 @@
 #include <string_view>
 #include <utility>
 
+#include "wire/error_code.h"
+
 namespace dueq::client {
 
-// The wire error codes of docs/protocol.md, plus `unknown` for a code this version of the
-// library does not know (the original string is kept in Error::code_name).
-enum class Code {
-    ok,
-    bad_request,
-    not_found,
-    exists,
-    lease_mismatch,
-    not_leader,
-    no_quorum,
-    too_large,
-    timeout,
-    unavailable,
-    unauthorized,
-    internal,
-    unknown,
-};
+// The wire error codes of docs/protocol.md; `unknown` stands for a code this version of
+// the library does not know (the original string is kept in Error::code_name).
+using Code = wire::Code;
 
 std::string_view code_name(Code code);
 // Unknown strings map to Code::unknown.
@@ -54,8 +42,8 @@ struct Error {
 // value() on an error (or error() on a value) is a programming error: it asserts.
 template <class T>
 class Result {
-public:
-    Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  public:
+    Result(T value) : value_(std::move(value)) {}      // NOLINT: implicit by design
     Result(Error error) : error_(std::move(error)) {}  // NOLINT
 
     bool ok() const { return value_.has_value(); }
@@ -72,7 +60,7 @@ public:
     const Error& error() const { return error_; }
     Code code() const { return ok() ? Code::ok : error_.code; }
 
-private:
+  private:
     std::optional<T> value_;
     Error error_;
 };
@@ -81,6 +69,8 @@ private:
 struct Empty {};
 using Status = Result<Empty>;
 
-inline Status ok_status() { return Status(Empty{}); }
+inline Status ok_status() {
+    return Status(Empty{});
+}
 
 }  // namespace dueq::client

@@ -1,5 +1,6 @@
 #include "net/request.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <utility>
@@ -35,8 +36,23 @@ struct Fail {
     std::string message;
 };
 
+// Every field a request may carry, as read; build() turns them into the typed request.
+struct Fields {
+    std::string queue = "default";
+    bool queue_given = false;  // stats without a queue covers every queue
+    std::optional<std::string> key;
+    std::optional<std::string> payload;  // one msgpack value, encoded, verbatim
+    std::optional<std::int64_t> time, ttr_ms, timeout_ms, delay_ms, lead_ms, retention_ms;
+    std::optional<std::uint64_t> lease, session, count, max_attempts;
+    std::optional<double> late_share;
+    std::optional<bool> release_on_disconnect;
+    std::optional<queue::PutMode> mode;
+    bool consistency_leader = false;
+    std::optional<std::string> token;
+};
+
 // Reads one field into the request; returns a failure naming the field.
-std::optional<Fail> read_field(std::string_view name, const MsgValue& v, Request& r,
+std::optional<Fail> read_field(std::string_view name, const MsgValue& v, Fields& r,
                                const Limits& lim) {
     auto bad_type = [&](const char* want) {
         return Fail{Code::bad_request, "field '" + std::string(name) + "' must be " + want};
@@ -127,44 +143,68 @@ std::optional<Fail> read_field(std::string_view name, const MsgValue& v, Request
     return std::nullopt;  // unknown fields are ignored
 }
 
-std::optional<Fail> check_required(const Request& r, const Limits& lim) {
-    auto missing = [](const char* f) {
-        return Fail{Code::bad_request, std::string("missing required field '") + f + "'"};
-    };
-    switch (r.op) {
-        case Op::put:
-            if (!r.key) return missing("key");
-            if (!r.payload) return missing("payload");
-            break;
+Fail missing(const char* field) {
+    return Fail{Code::bad_request, std::string("missing required field '") + field + "'"};
+}
+
+// The typed request for `op`, or the required field that is missing or out of range.
+std::variant<Body, Fail> build(Op op, Fields&& r, const Limits& lim) {
+    using namespace queue;
+    const bool keyed = op == Op::put || op == Op::get || op == Op::del || op == Op::touch ||
+                       op == Op::ack || op == Op::release || op == Op::bury;
+    if (keyed && !r.key) return missing("key");
+    const bool leased = op == Op::touch || op == Op::ack || op == Op::release || op == Op::bury;
+    if (leased && !r.lease) return missing("lease");
+    std::string key = r.key ? std::move(*r.key) : std::string();
+    switch (op) {
+        case Op::ping:
+            return Ping{};
+        case Op::hello:
+            return Hello{std::move(r.token), r.session};
         case Op::get:
+            return GetTask{std::move(r.queue), std::move(key), r.consistency_leader};
+        case Op::stats:
+            return GetStats{r.queue_given ? std::optional(std::move(r.queue)) : std::nullopt,
+                            r.consistency_leader};
+        case Op::status:
+            return GetStatus{};
+        case Op::declare:
+            if (r.max_attempts && *r.max_attempts > UINT32_MAX)
+                return Fail{Code::bad_request, "field 'max_attempts' is too large"};
+            return Write{Declare{
+                std::move(r.queue), r.lead_ms, r.ttr_ms, r.retention_ms,
+                r.max_attempts ? std::optional(std::uint32_t(*r.max_attempts)) : std::nullopt,
+                r.late_share}};
+        case Op::put:
+            if (!r.payload) return missing("payload");
+            return Write{Put{std::move(r.queue), std::move(key), std::move(*r.payload), r.time,
+                             r.mode.value_or(PutMode::upsert)}};
         case Op::del:
-            if (!r.key) return missing("key");
-            break;
-        case Op::touch:
-        case Op::ack:
-        case Op::release:
-        case Op::bury:
-            if (!r.key) return missing("key");
-            if (!r.lease) return missing("lease");
-            break;
-        case Op::kick:
-            if (!r.count) return missing("count");
-            if (*r.count == 0) return Fail{Code::bad_request, "field 'count' must be at least 1"};
-            if (*r.count > UINT32_MAX) return Fail{Code::bad_request, "field 'count' is too large"};
-            break;
+            return Write{Delete{std::move(r.queue), std::move(key)}};
         case Op::take:
             if (r.count && (*r.count == 0 || *r.count > lim.max_take_count))
                 return Fail{Code::bad_request,
                             "field 'count' must be in 1.." + std::to_string(lim.max_take_count)};
-            break;
-        case Op::declare:
-            if (r.max_attempts && *r.max_attempts > UINT32_MAX)
-                return Fail{Code::bad_request, "field 'max_attempts' is too large"};
-            break;
-        default:
-            break;
+            return Write{Take{std::move(r.queue), std::uint32_t(r.count.value_or(1)), r.ttr_ms, 0,
+                              r.release_on_disconnect.value_or(true)},
+                         r.timeout_ms.value_or(0)};
+        case Op::touch:
+            return Write{Touch{std::move(r.queue), std::move(key), *r.lease, r.ttr_ms}};
+        case Op::ack:
+            return Write{
+                Ack{std::move(r.queue), std::move(key), *r.lease, std::move(r.payload), r.time}};
+        case Op::release:
+            return Write{
+                Release{std::move(r.queue), std::move(key), *r.lease, r.delay_ms.value_or(0)}};
+        case Op::bury:
+            return Write{Bury{std::move(r.queue), std::move(key), *r.lease}};
+        case Op::kick:
+            if (!r.count) return missing("count");
+            if (*r.count == 0) return Fail{Code::bad_request, "field 'count' must be at least 1"};
+            if (*r.count > UINT32_MAX) return Fail{Code::bad_request, "field 'count' is too large"};
+            return Write{Kick{std::move(r.queue), std::uint32_t(*r.count)}};
     }
-    return std::nullopt;
+    return Fail{Code::bad_request, "unknown op"};
 }
 
 }  // namespace
@@ -173,23 +213,6 @@ const char* to_string(Op op) {
     for (const auto& [name, o] : kOps)
         if (o == op) return name.data();
     return "?";
-}
-
-bool is_mutating(Op op) {
-    switch (op) {
-        case Op::declare:
-        case Op::put:
-        case Op::del:
-        case Op::take:
-        case Op::touch:
-        case Op::ack:
-        case Op::release:
-        case Op::bury:
-        case Op::kick:
-            return true;
-        default:
-            return false;
-    }
 }
 
 std::variant<Request, RequestError> decode_request(std::string_view frame, const Limits& limits) {
@@ -201,46 +224,46 @@ std::variant<Request, RequestError> decode_request(std::string_view frame, const
     if (top.type != MsgType::map)
         return RequestError{Code::bad_request, "a request must be a msgpack map", 0};
 
-    Request r;
-    bool have_id = false, have_op = false;
+    Request req;
+    Fields fields;
     std::optional<std::string_view> op_name;
+    bool have_id = false;
     // The id is read first so that every later error can carry it.
     for (MapReader m(top); auto e = m.next();) {
         if (e->first.as_str() == "id") {
             auto id = e->second.as_uint();
             if (!id)
                 return RequestError{Code::bad_request, "field 'id' must be an unsigned integer", 0};
-            r.id = *id;
+            req.id = *id;
             have_id = true;
         }
     }
     if (!have_id) return RequestError{Code::bad_request, "missing required field 'id'", 0};
     for (MapReader m(top); auto e = m.next();) {
         auto name = e->first.as_str();
-        if (!name) return RequestError{Code::bad_request, "field names must be strings", r.id};
+        if (!name) return RequestError{Code::bad_request, "field names must be strings", req.id};
         if (*name == "id") continue;
         if (*name == "op") {
             op_name = e->second.as_str();
             if (!op_name)
-                return RequestError{Code::bad_request, "field 'op' must be a string", r.id};
+                return RequestError{Code::bad_request, "field 'op' must be a string", req.id};
             continue;
         }
-        if (auto f = read_field(*name, e->second, r, limits))
-            return RequestError{f->code, std::move(f->message), r.id};
+        if (auto f = read_field(*name, e->second, fields, limits))
+            return RequestError{f->code, std::move(f->message), req.id};
     }
-    if (!op_name) return RequestError{Code::bad_request, "missing required field 'op'", r.id};
-    for (const auto& [n, o] : kOps) {
-        if (n == *op_name) {
-            r.op = o;
-            have_op = true;
-        }
-    }
-    if (!have_op)
+    if (!op_name) return RequestError{Code::bad_request, "missing required field 'op'", req.id};
+    auto known = std::find_if(kOps.begin(), kOps.end(),
+                              [&](const auto& named) { return named.first == *op_name; });
+    if (known == kOps.end())
         return RequestError{Code::bad_request,
-                            "unknown op '" + std::string(op_name->substr(0, 64)) + "'", r.id};
-    if (auto f = check_required(r, limits))
-        return RequestError{f->code, std::move(f->message), r.id};
-    return r;
+                            "unknown op '" + std::string(op_name->substr(0, 64)) + "'", req.id};
+    req.op = known->second;
+    auto body = build(req.op, std::move(fields), limits);
+    if (auto* f = std::get_if<Fail>(&body))
+        return RequestError{f->code, std::move(f->message), req.id};
+    req.body = std::move(std::get<Body>(body));
+    return req;
 }
 
 }  // namespace dueq::net

@@ -1,6 +1,5 @@
 // Client requests as the node sees them: decoded from one frame, every field checked
-// for type and size. Nothing here knows about tasks; src/node turns a Request into a
-// queue command.
+// for type and size, into a typed request (a queue command for the log, or a read).
 #pragma once
 
 #include <cstdint>
@@ -31,22 +30,34 @@ enum class Op : std::uint8_t {
     status
 };
 const char* to_string(Op op);
-bool is_mutating(Op op);  // becomes a log entry
+
+// What a client asks, decoded once from its frame: something the node answers itself,
+// or a command for the log. The reply's shape follows from the type (node/replies.h).
+struct Ping {};
+struct Hello {
+    std::optional<std::string> token;
+    std::optional<std::uint64_t> session;  // resume this session
+};
+struct GetTask {
+    std::string queue, key;
+    bool leader_only = false;  // consistency: "leader"
+};
+struct GetStats {
+    std::optional<std::string> queue;  // absent: every queue
+    bool leader_only = false;
+};
+struct GetStatus {};
+// A command for the log. A take's session is the connection's, filled in by the node.
+struct Write {
+    queue::Command command;
+    std::int64_t wait_ms = 0;  // take: wait this long for a task to come due (0: answer now)
+};
+using Body = std::variant<Ping, Hello, GetTask, GetStats, GetStatus, Write>;
 
 struct Request {
-    Op op = Op::ping;
     std::uint64_t id = 0;
-    std::string queue = "default";
-    bool queue_given = false;  // stats without a queue covers every queue
-    std::optional<std::string> key;
-    std::optional<std::string> payload;  // one msgpack value, encoded, verbatim
-    std::optional<std::int64_t> time, ttr_ms, timeout_ms, delay_ms, lead_ms, retention_ms;
-    std::optional<std::uint64_t> lease, session, count, max_attempts;
-    std::optional<double> late_share;
-    std::optional<bool> release_on_disconnect;
-    std::optional<queue::PutMode> mode;
-    bool consistency_leader = false;  // consistency: "leader"
-    std::optional<std::string> token;
+    Op op = Op::ping;
+    Body body;
 };
 
 // Why a frame was refused. `id` is the request's id when it could be read (else 0),

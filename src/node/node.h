@@ -16,18 +16,14 @@
 
 #include <boost/asio.hpp>
 
-#include <chrono>
 #include <cstdint>
-#include <deque>
-#include <functional>
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
-#include <unordered_map>
 
 #include "net/request.h"
 #include "net/server.h"
+#include "node/client_sessions.h"
 #include "node/clock.h"
 #include "node/config.h"
 #include "node/raft_io.h"
@@ -60,51 +56,45 @@ class Node {
     const queue::Store& store() const { return shell_->store(); }
 
   private:
-    struct Session {
-        int connections = 0;
-        bool took_tasks = false;
-        std::unique_ptr<boost::asio::steady_timer> grace;
-    };
+    using ConnPtr = std::shared_ptr<net::Connection>;
 
-    // --- clients, sessions, blocking takes (node.cpp) ---
-    void on_frame(const std::shared_ptr<net::Connection>& conn, std::string_view frame);
-    void on_close(const std::shared_ptr<net::Connection>& conn);
-    void handle(const std::shared_ptr<net::Connection>& conn, net::Request&& req);
-    void handle_read(const std::shared_ptr<net::Connection>& conn, const net::Request& req);
-    void handle_hello(const std::shared_ptr<net::Connection>& conn, const net::Request& req);
-    void answer(const Reply& reply, const queue::Result& result);
+    // --- clients: one handler per request type (node.cpp; reads in node_reads.cpp) ---
+    void on_frame(const ConnPtr& conn, std::string_view frame);
+    void on_close(const ConnPtr& conn);
+    void handle(const ConnPtr& conn, std::uint64_t id, net::Ping& ping);
+    void handle(const ConnPtr& conn, std::uint64_t id, net::Hello& hello);
+    void handle(const ConnPtr& conn, std::uint64_t id, net::GetTask& get);
+    void handle(const ConnPtr& conn, std::uint64_t id, net::GetStats& stats);
+    void handle(const ConnPtr& conn, std::uint64_t id, net::GetStatus& status);
+    void handle(const ConnPtr& conn, std::uint64_t id, net::Write& write);
+    void answer(const Reply& reply, const queue::Command& cmd, const queue::Result& result);
     void answer_error(const Reply& reply, queue::Code code, const std::string& message);
     void on_applied(queue::Command& cmd, const queue::Result& result, Reply& reply);
 
     // --- the Raft shell: start, proposals, ticks (node_raft.cpp) ---
-    // Leader: proposes a declare for each queue whose [queues] settings in this node's
-    // config differ from the replicated ones (and for [queues.default]).
-    void propose_configured_settings();
-    std::int64_t now_ms() const;
-    std::int64_t store_now() const;  // the store's time, or the clock if later
-    bool is_leader() const { return shell_->is_leader(); }
-    std::string leader_client_address() const;
-
-    // Proposes through the shell; the reply follows the outcome. Returns the entry's
-    // index, or 0 if it was refused (and answered).
-    raft::Index propose(queue::Command cmd, Reply reply);
-    void submit(queue::Command cmd, Reply reply) { propose(std::move(cmd), std::move(reply)); }
     shell::ShellConfig shell_config() const;
     std::optional<std::string> start_shell(const storage::Loaded& loaded,
                                            std::unique_ptr<queue::Store> store);
+    // Proposes through the shell; the reply follows the outcome. Returns the entry's
+    // index, or 0 if it was refused (and answered).
+    raft::Index propose(queue::Command cmd, Reply reply);
+    // Leader: proposes a declare for each queue whose [queues] settings in this node's
+    // config differ from the replicated ones (and for [queues.default]).
+    void propose_configured_settings();
     void on_tick();
     void schedule_ready();
     void on_batch_applied(bool wrote);
     void fail_stop(const std::string& message);
+    bool is_leader() const { return shell_->is_leader(); }
+    std::string leader_client_address() const;
+    std::int64_t now_ms() const;
+    std::int64_t store_now() const;  // the store's time, or the clock if later
 
+    // --- blocking takes, Advance, session grace periods: the timer (node_takes.cpp) ---
     void wait_for_task(Reply reply, queue::Take take, std::int64_t deadline);
     void wake_waiters(const std::string& queue);
     void on_timer();
     void arm_timer();
-
-    void detach_session(std::uint64_t session);  // one connection of it closed or moved
-    void start_grace(std::uint64_t session);
-    void end_session(std::uint64_t session);
 
     boost::asio::io_context& io_;
     Config config_;
@@ -112,24 +102,18 @@ class Node {
     mutable NodeClock clock_;  // every time the node reads goes through it (clock.h)
     raft::PlantedBug raft_bug_ = raft::PlantedBug::none;
     std::unique_ptr<storage::Database> db_;
-    std::unique_ptr<RaftIo> raft_io_;              // after db_: it writes there
-    std::unique_ptr<shell::RaftShell> shell_;      // after raft_io_: it writes through it
+    std::unique_ptr<RaftIo> raft_io_;          // after db_: it writes there
+    std::unique_ptr<shell::RaftShell> shell_;  // after raft_io_: it writes through it
     std::unique_ptr<net::Server> server_;
+    std::optional<ClientSessions> sessions_;
+    TakeWaiters waiters_;  // blocking takes parked on the leader
     boost::asio::steady_timer tick_timer_;
     bool ready_scheduled_ = false;
-    raft::Index advance_index_ = 0;  // an Advance proposed and not applied yet
-
-    std::uint64_t next_session_ = 0;
-    std::unordered_map<std::uint64_t, Session> sessions_;
-    TakeWaiters waiters_;  // blocking takes parked on the leader
-    // Takes of woken waiters proposed and not applied yet, per queue: log index -> the
-    // tasks they asked for. Waking counts them against the due tasks, so a put that
-    // makes one task due wakes one take, however many Readies pass before it applies.
-    std::map<std::string, std::map<raft::Index, std::uint32_t>> wake_claims_;
     boost::asio::steady_timer timer_;
-    std::int64_t timer_at_ = 0;  // time the timer is set for (0: unset)
+    std::int64_t timer_at_ = 0;           // time the timer is set for (0: unset)
     std::int64_t events_seen_until_ = 0;  // store events up to this time were handled
     std::int64_t last_advance_ms_ = 0;    // when the last Advance was proposed
+    raft::Index advance_index_ = 0;       // an Advance proposed and not applied yet
     static constexpr std::int64_t kAdvanceEveryMs = 250;
     bool stopped_ = false;
     rocksdb::Env* storage_env_ = nullptr;

@@ -38,8 +38,8 @@ std::optional<std::string> Node::start_shell(const storage::Loaded& loaded,
     hooks.applied = [this](bool wrote) { on_batch_applied(wrote); };
     hooks.term_started = [this] { propose_configured_settings(); };
     hooks.fatal = [this](const std::string& message) { fail_stop(message); };
-    shell_ = std::make_unique<shell::RaftShell>(shell_config(), *raft_io_, *raft_io_,
-                                                std::move(hooks));
+    shell_ =
+        std::make_unique<shell::RaftShell>(shell_config(), *raft_io_, *raft_io_, std::move(hooks));
     if (auto err = shell_->start(loaded, std::move(store))) return err;
     raft_io_->set_checkpoint(db_->checkpoint(shell_->log().snapshot().meta));
     if (auto err = raft_io_->start(*shell_)) return err;
@@ -56,32 +56,35 @@ std::string Node::leader_client_address() const {
 
 raft::Index Node::propose(queue::Command cmd, Reply reply) {
     const bool advance = std::holds_alternative<queue::Advance>(cmd);
-    const raft::Index index = shell_->propose(
-        std::move(cmd), now_ms(), [this, advance, reply = std::move(reply)](shell::Outcome& o) mutable {
-            if (advance) advance_index_ = 0;
-            if (o.code != Code::ok) return answer_error(reply, o.code, o.message);
-            on_applied(*o.command, *o.result, reply);
-        });
+    const raft::Index index =
+        shell_->propose(std::move(cmd), now_ms(),
+                        [this, advance, reply = std::move(reply)](shell::Outcome& o) mutable {
+                            if (advance) advance_index_ = 0;
+                            if (o.code != Code::ok) return answer_error(reply, o.code, o.message);
+                            on_applied(*o.command, *o.result, reply);
+                        });
     if (advance && index != 0) advance_index_ = index;
     return index;
 }
 
 void Node::propose_configured_settings() {
     auto declare = [](const std::string& queue, const queue::QueueSettings& s) {
-        return queue::Declare{queue, s.lead_ms, s.ttr_ms, s.retention_ms, s.max_attempts,
-                              s.late_share};
+        return queue::Declare{queue,          s.lead_ms,      s.ttr_ms,
+                              s.retention_ms, s.max_attempts, s.late_share};
     };
     const queue::Store& store = shell_->store();
     if (!(store.default_settings() == config_.queue_defaults)) {
-        spdlog::info("[queues.default] of this node's config differs from the replicated "
-                     "defaults; proposing it");
+        spdlog::info(
+            "[queues.default] of this node's config differs from the replicated "
+            "defaults; proposing it");
         propose(declare(std::string(queue::kDefaultsQueue), config_.queue_defaults), Reply{});
     }
     for (const auto& [name, s] : config_.queues) {
         if (name == "default" || store.settings(name) == s) continue;
-        spdlog::info("[queues.{}] of this node's config differs from the replicated settings; "
-                     "proposing it",
-                     name);
+        spdlog::info(
+            "[queues.{}] of this node's config differs from the replicated settings; "
+            "proposing it",
+            name);
         propose(declare(name, s), Reply{});
     }
 }
@@ -109,7 +112,8 @@ void Node::schedule_ready() {
 void Node::on_batch_applied(bool wrote) {
     // A follower holds no waiters to wake but the leader's (they learn where it went).
     if (wrote || !is_leader()) {
-        for (const auto& queue : waiters_.queues()) wake_waiters(queue);
+        for (const auto& queue : waiters_.queues())
+            wake_waiters(queue);
     }
     arm_timer();
 }

@@ -66,8 +66,8 @@ std::optional<std::string> RaftIo::start(shell::RaftShell& shell) {
     } catch (const std::exception& e) {
         return "cannot listen for peers on " + mo.listen + ": " + e.what();
     }
-    spdlog::info("node {} (raft id {}) in cluster '{}' of {} members; peers on {}",
-                 config_.node_id, raft_id_, config_.cluster_id, config_.members.size(), mo.listen);
+    spdlog::info("node {} (raft id {}) in cluster '{}' of {} members; peers on {}", config_.node_id,
+                 raft_id_, config_.cluster_id, config_.members.size(), mo.listen);
     return std::nullopt;
 }
 
@@ -82,8 +82,9 @@ void RaftIo::stop() {
 
 void RaftIo::pump() {
     if (!mesh_ || stopped_) return;
-    transfer_.pump([this](std::uint64_t to, std::string p) { return mesh_->send(to, std::move(p)); },
-                   [this](std::uint64_t peer) { return mesh_->queued_bytes(peer); });
+    transfer_.pump(
+        [this](std::uint64_t to, std::string p) { return mesh_->send(to, std::move(p)); },
+        [this](std::uint64_t peer) { return mesh_->queued_bytes(peer); });
 }
 
 std::uint64_t RaftIo::write_log(storage::LogWrite w) {

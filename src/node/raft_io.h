@@ -44,7 +44,9 @@ class RaftIo final : public shell::Storage, public shell::Transport {
     // Keeps the snapshot streams going (called on every tick).
     void pump();
     // The checkpoint of the log's starting snapshot, taken at start.
-    void set_checkpoint(std::shared_ptr<const storage::Checkpoint> cp) { checkpoint_ = std::move(cp); }
+    void set_checkpoint(std::shared_ptr<const storage::Checkpoint> cp) {
+        checkpoint_ = std::move(cp);
+    }
 
     std::uint64_t dropped() const { return dropped_; }
     bool has_mesh() const { return mesh_ != nullptr; }

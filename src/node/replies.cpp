@@ -1,5 +1,8 @@
 #include "node/replies.h"
 
+#include <type_traits>
+#include <variant>
+
 #include "net/frame.h"
 
 namespace dueq::node {
@@ -142,67 +145,72 @@ std::string status_reply(std::uint64_t id, const StatusInfo& s) {
     return f.finish();
 }
 
-std::string result_reply(std::uint64_t id, net::Op op, const queue::Result& r) {
+namespace {
+void declare_fields(FrameBuilder& f, const queue::QueueSettings& s) {
+    f.key("settings");
+    f.pk().pack_map(5);
+    f.key("lead_ms");
+    f.pk().pack_int64(s.lead_ms);
+    f.key("ttr_ms");
+    f.pk().pack_int64(s.ttr_ms);
+    f.key("max_attempts");
+    f.pk().pack_uint32(s.max_attempts);
+    f.key("retention_ms");
+    f.pk().pack_int64(s.retention_ms);
+    f.key("late_share");
+    f.pk().pack_double(s.late_share);
+}
+
+void take_fields(FrameBuilder& f, const std::vector<queue::TakenTask>& tasks) {
+    f.key("tasks");
+    f.pk().pack_array(std::uint32_t(tasks.size()));
+    for (const auto& t : tasks) {
+        f.pk().pack_map(6);
+        f.key("key");
+        f.key_bytes(t.key);
+        f.key("payload");
+        f.raw(t.payload);
+        f.key("time");
+        f.pk().pack_int64(t.time);
+        f.key("lease");
+        f.pk().pack_uint64(t.lease);
+        f.key("lease_until");
+        f.pk().pack_int64(t.lease_until);
+        f.key("attempts");
+        f.pk().pack_uint32(t.attempts);
+    }
+}
+}  // namespace
+
+std::string result_reply(std::uint64_t id, const queue::Command& cmd, const queue::Result& r) {
     if (!r.ok()) return net::error_frame(id, r.code, r.message);
     FrameBuilder f;
-    switch (op) {
-        case net::Op::put:
-        case net::Op::ack:
-            f.begin_ok(id, 1);
-            f.key("version");
-            f.pk().pack_uint64(r.version);
-            break;
-        case net::Op::touch:
-            f.begin_ok(id, 1);
-            f.key("lease_until");
-            f.pk().pack_int64(r.lease_until);
-            break;
-        case net::Op::kick:
-            f.begin_ok(id, 1);
-            f.key("kicked");
-            f.pk().pack_uint32(r.kicked);
-            break;
-        case net::Op::declare: {
-            const auto& s = r.settings;
-            f.begin_ok(id, 1);
-            f.key("settings");
-            f.pk().pack_map(5);
-            f.key("lead_ms");
-            f.pk().pack_int64(s.lead_ms);
-            f.key("ttr_ms");
-            f.pk().pack_int64(s.ttr_ms);
-            f.key("max_attempts");
-            f.pk().pack_uint32(s.max_attempts);
-            f.key("retention_ms");
-            f.pk().pack_int64(s.retention_ms);
-            f.key("late_share");
-            f.pk().pack_double(s.late_share);
-            break;
-        }
-        case net::Op::take:
-            f.begin_ok(id, 1);
-            f.key("tasks");
-            f.pk().pack_array(std::uint32_t(r.tasks.size()));
-            for (const auto& t : r.tasks) {
-                f.pk().pack_map(6);
-                f.key("key");
-                f.key_bytes(t.key);
-                f.key("payload");
-                f.raw(t.payload);
-                f.key("time");
-                f.pk().pack_int64(t.time);
-                f.key("lease");
-                f.pk().pack_uint64(t.lease);
+    std::visit(
+        [&](const auto& c) {
+            using C = std::decay_t<decltype(c)>;
+            if constexpr (std::is_same_v<C, queue::Put> || std::is_same_v<C, queue::Ack>) {
+                f.begin_ok(id, 1);
+                f.key("version");
+                f.pk().pack_uint64(r.version);
+            } else if constexpr (std::is_same_v<C, queue::Touch>) {
+                f.begin_ok(id, 1);
                 f.key("lease_until");
-                f.pk().pack_int64(t.lease_until);
-                f.key("attempts");
-                f.pk().pack_uint32(t.attempts);
+                f.pk().pack_int64(r.lease_until);
+            } else if constexpr (std::is_same_v<C, queue::Kick>) {
+                f.begin_ok(id, 1);
+                f.key("kicked");
+                f.pk().pack_uint32(r.kicked);
+            } else if constexpr (std::is_same_v<C, queue::Declare>) {
+                f.begin_ok(id, 1);
+                declare_fields(f, r.settings);
+            } else if constexpr (std::is_same_v<C, queue::Take>) {
+                f.begin_ok(id, 1);
+                take_fields(f, r.tasks);
+            } else {
+                f.begin_ok(id, 0);
             }
-            break;
-        default:
-            f.begin_ok(id, 0);
-            break;
-    }
+        },
+        cmd);
     return f.finish();
 }
 

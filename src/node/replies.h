@@ -31,7 +31,7 @@ std::string get_reply(std::uint64_t id, const queue::TaskView& task);
 std::string stats_reply(std::uint64_t id, const queue::Store& store, const std::string* queue,
                         std::int64_t now);
 std::string status_reply(std::uint64_t id, const StatusInfo& s);
-// The answer to an applied command: its result fields, or its error.
-std::string result_reply(std::uint64_t id, net::Op op, const queue::Result& result);
+// The answer to an applied command: the fields its type returns, or its error.
+std::string result_reply(std::uint64_t id, const queue::Command& cmd, const queue::Result& result);
 
 }  // namespace dueq::node

@@ -113,7 +113,8 @@ std::optional<raft::Message> SnapshotTransfer::receive(std::uint64_t from, std::
     };
     if (chunk.size() < kHeaderBytes) return refuse("chunk shorter than its header");
     const raft::Term term = get_be(chunk, 1, 8);
-    const raft::SnapshotMeta meta{get_be(chunk, 9, 8), get_be(chunk, 17, 8), get_be(chunk, 25, 8)};
+    const raft::SnapshotMeta meta{get_be(chunk, 9, 8), get_be(chunk, 17, 8),
+                                  raft::Millis(get_be(chunk, 25, 8))};
     const auto seq = std::uint32_t(get_be(chunk, 33, 4));
     const bool last = chunk[kHeaderBytes - 1] != 0;
     const std::string_view body = chunk.substr(kHeaderBytes);

@@ -27,11 +27,11 @@ class Connection;
 
 namespace dueq::node {
 
-// Where the answer to a command goes once it is applied.
+// Where the answer to a command goes once it is applied; its shape follows from the
+// command (node/replies.h).
 struct Reply {
     std::weak_ptr<net::Connection> conn;
     std::uint64_t id = 0;
-    net::Op op = net::Op::ping;
     std::optional<std::int64_t> wait_until;  // a blocking take that may wait again
 };
 
@@ -57,6 +57,26 @@ class TakeWaiters {
     // they asked for so far are fewer than `tasks`.
     std::vector<Waiter> pop(const std::string& queue, std::uint64_t tasks);
 
+    // Leader: the waiters of `queue` to wake now. `count_due(limit)` says how many tasks
+    // a take could hand out now (counted up to limit); the takes of waiters woken before
+    // whose entries are not applied yet (claims above `applied`) count against them, so
+    // a put that makes one task due wakes one take, however many Readies pass first.
+    template <class CountDue>
+    std::vector<Waiter> wake(const std::string& queue, std::uint64_t applied, CountDue count_due) {
+        auto& claims = claims_[queue];
+        claims.erase(claims.begin(), claims.upper_bound(applied));
+        std::uint64_t claimed = 0;
+        for (const auto& [index, count] : claims)
+            claimed += count;
+        if (claims.empty()) claims_.erase(queue);
+        const std::uint64_t due = count_due(claimed);
+        return due <= claimed ? std::vector<Waiter>{} : pop(queue, due - claimed);
+    }
+    // A woken take of `tasks` tasks was proposed as log entry `index`.
+    void claim(const std::string& queue, std::uint64_t index, std::uint32_t tasks) {
+        claims_[queue][index] = tasks;
+    }
+
   private:
     struct Fifo {
         std::deque<std::uint64_t> ids;  // may hold ids that already left by_id_
@@ -69,6 +89,8 @@ class TakeWaiters {
     std::unordered_map<std::uint64_t, Waiter> by_id_;
     std::set<std::pair<std::int64_t, std::uint64_t>> by_deadline_;
     std::map<std::string, Fifo, std::less<>> fifo_;
+    // Per queue: log index of a woken take's entry -> the tasks it asked for.
+    std::map<std::string, std::map<std::uint64_t, std::uint32_t>> claims_;
 };
 
 }  // namespace dueq::node

@@ -13,9 +13,12 @@
 #include <variant>
 #include <vector>
 
+#include "common/millis.h"
+#include "wire/error_code.h"
+
 namespace dueq::queue {
 
-using Millis = std::int64_t;  // ms since the Unix epoch, or a duration in ms
+using Millis = dueq::Millis;  // common/millis.h
 using LeaseId = std::uint64_t;
 using SessionId = std::uint64_t;
 
@@ -27,20 +30,7 @@ enum class PutMode : std::uint8_t { upsert = 0, insert = 1, update = 2 };
 // Error codes of DESIGN §4 that the store itself can produce; the node adds the
 // transport ones (bad_request, not_leader, too_large, ...). Values are stable: they are
 // part of nothing persisted, but keep them in this order anyway.
-enum class Code : std::uint8_t {
-    ok = 0,
-    bad_request,
-    not_found,
-    exists,
-    lease_mismatch,
-    not_leader,
-    no_quorum,
-    too_large,
-    timeout,
-    unavailable,
-    unauthorized,
-    internal,
-};
+using Code = wire::Code;
 const char* to_string(Code c);  // "ok", "bad_request", ... as on the wire
 
 // Settings of one queue. Unset fields of a Declare keep their current value.

@@ -17,33 +17,7 @@ const char* to_string(Status s) {
 }
 
 const char* to_string(Code c) {
-    switch (c) {
-        case Code::ok:
-            return "ok";
-        case Code::bad_request:
-            return "bad_request";
-        case Code::not_found:
-            return "not_found";
-        case Code::exists:
-            return "exists";
-        case Code::lease_mismatch:
-            return "lease_mismatch";
-        case Code::not_leader:
-            return "not_leader";
-        case Code::no_quorum:
-            return "no_quorum";
-        case Code::too_large:
-            return "too_large";
-        case Code::timeout:
-            return "timeout";
-        case Code::unavailable:
-            return "unavailable";
-        case Code::unauthorized:
-            return "unauthorized";
-        case Code::internal:
-            return "internal";
-    }
-    return "unknown";
+    return wire::code_name(c).data();  // the names are string literals
 }
 
 }  // namespace dueq::queue

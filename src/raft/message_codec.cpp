@@ -24,6 +24,14 @@ bool read_uint(const msgpack::object& o, std::uint64_t& out) {
     return true;
 }
 
+// Log times travel as unsigned integers; they are never negative.
+bool read_time(const msgpack::object& o, Millis& out) {
+    std::uint64_t u = 0;
+    if (!read_uint(o, u) || u > std::uint64_t(INT64_MAX)) return false;
+    out = Millis(u);
+    return true;
+}
+
 bool read_bool(const msgpack::object& o, bool& out) {
     if (o.type != msgpack::type::BOOLEAN) return false;
     out = o.via.boolean;
@@ -44,7 +52,7 @@ const msgpack::object* array_of(const msgpack::object& o, std::uint32_t size) {
 bool read_entry(const msgpack::object& o, Entry& e) {
     const msgpack::object* f = array_of(o, 5);
     std::uint64_t type = 0;
-    if (!f || !read_uint(f[0], e.term) || !read_uint(f[1], e.index) || !read_uint(f[2], e.time) ||
+    if (!f || !read_uint(f[0], e.term) || !read_uint(f[1], e.index) || !read_time(f[2], e.time) ||
         !read_uint(f[3], type) || type > static_cast<std::uint64_t>(EntryType::noop) ||
         !read_bin(f[4], e.data)) {
         return false;
@@ -58,7 +66,7 @@ bool read_snapshot(const msgpack::object& o, std::optional<Snapshot>& out) {
     const msgpack::object* f = array_of(o, 4);
     Snapshot s;
     if (!f || !read_uint(f[0], s.meta.index) || !read_uint(f[1], s.meta.term) ||
-        !read_uint(f[2], s.meta.time) || !read_bin(f[3], s.data)) {
+        !read_time(f[2], s.meta.time) || !read_bin(f[3], s.data)) {
         return false;
     }
     out = std::move(s);

@@ -269,9 +269,8 @@ Ready Raft::ready() {
         handed_hs_ = hs;
     }
     const HardState durable = storage_.hard_state();
-    rd.must_sync = !rd.entries.empty() ||
-                   (rd.hard_state && (rd.hard_state->term != durable.term ||
-                                      rd.hard_state->vote != durable.vote));
+    rd.must_sync = !rd.entries.empty() || (rd.hard_state && (rd.hard_state->term != durable.term ||
+                                                             rd.hard_state->vote != durable.vote));
     for (auto& m : msgs_) {
         if (may_send_before_persist(m))
             rd.messages_before_persist.push_back(std::move(m));

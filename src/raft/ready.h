@@ -64,7 +64,8 @@ struct Ready {
 
     bool empty() const {
         return !hard_state && entries.empty() && !snapshot && messages.empty() &&
-               messages_before_persist.empty() && committed_entries.empty() && read_states.empty() && !snapshot_wanted;
+               messages_before_persist.empty() && committed_entries.empty() &&
+               read_states.empty() && !snapshot_wanted;
     }
 };
 

@@ -8,12 +8,14 @@
 #include <string>
 #include <vector>
 
+#include "common/millis.h"
+
 namespace dueq::raft {
 
 using Index = std::uint64_t;
 using Term = std::uint64_t;
 using NodeId = std::uint64_t;  // 0 is "no node"
-using Millis = std::uint64_t;  // log time: ms since the Unix epoch, as the leader saw it
+using Millis = dueq::Millis;   // log time: as the leader's clock saw it (common/millis.h)
 
 constexpr NodeId kNoNode = 0;
 

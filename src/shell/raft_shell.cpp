@@ -190,7 +190,8 @@ void RaftShell::process_ready() {
         install_snapshot(rd);
         if (failed_) return;
         if (!rd.entries.empty())
-            inflight_ticket_ = storage_.write_log(storage::LogWrite{rd.entries, std::nullopt, true});
+            inflight_ticket_ =
+                storage_.write_log(storage::LogWrite{rd.entries, std::nullopt, true});
         return;
     }
     if (!rd.must_sync) {
@@ -254,7 +255,8 @@ void RaftShell::apply_entry(const raft::Entry& e) {
     while (!proposals_.empty() && proposals_.begin()->first < e.index) {
         Proposal p = std::move(proposals_.begin()->second);
         proposals_.erase(proposals_.begin());
-        answer(p, Code::not_leader, "leadership changed before this was committed; it was not applied");
+        answer(p, Code::not_leader,
+               "leadership changed before this was committed; it was not applied");
     }
     if (e.type != raft::EntryType::normal) {
         store_->advance(queue::Millis(applied_.time));
@@ -273,8 +275,9 @@ void RaftShell::apply_command(const raft::Entry& e, std::optional<Proposal> mine
     auto cmd = queue::decode_command(e.data);
     if (!cmd) return fail("log entry " + std::to_string(e.index) + " does not decode");
     // Every replica applies at the entry's log time, so that all reach the same state.
-    const auto at = planted(raft::PlantedBug::lease_from_local_clock) ? queue::Millis(now_)
-                                                                       : queue::Millis(applied_.time);
+    const auto at = planted(raft::PlantedBug::lease_from_local_clock)
+                        ? queue::Millis(now_)
+                        : queue::Millis(applied_.time);
     queue::Result result = store_->apply(*cmd, at);
     const std::size_t from = collect_changes();
     if (hooks_.on_apply)

@@ -94,10 +94,10 @@ struct Hooks {
 
 struct ShellConfig {
     raft::Config raft;
-    std::size_t members = 1;                    // cluster size
-    std::int64_t proposal_timeout_ms = 3000;    // then a proposal is answered `timeout`
-    std::int64_t campaign_step_ms = 100;        // fast campaign: this times rank
-    std::uint64_t log_keep = 1000;              // entries kept behind a snapshot
+    std::size_t members = 1;                  // cluster size
+    std::int64_t proposal_timeout_ms = 3000;  // then a proposal is answered `timeout`
+    std::int64_t campaign_step_ms = 100;      // fast campaign: this times rank
+    std::uint64_t log_keep = 1000;            // entries kept behind a snapshot
 };
 
 class RaftShell {

@@ -87,7 +87,7 @@ std::optional<raft::Entry> decode_log_record(std::string_view key, std::string_v
     auto b = unseal(value, key);
     if (!b || b->size() < 17 || std::uint8_t((*b)[16]) > std::uint8_t(raft::EntryType::noop))
         return std::nullopt;
-    return raft::Entry{get_be64(*b), get_be64(key), get_be64(b->substr(8)),
+    return raft::Entry{get_be64(*b), get_be64(key), raft::Millis(get_be64(b->substr(8))),
                        raft::EntryType(std::uint8_t((*b)[16])), std::string(b->substr(17))};
 }
 
@@ -161,7 +161,8 @@ Status Database::load(queue::Store& store, Loaded& out) {
     body = {};
     if (auto st = read_meta(kLogBaseKey, 24, body); !st.ok) return st;
     if (!body.empty())
-        out.base = {get_be64(body), get_be64(body.substr(8)), get_be64(body.substr(16))};
+        out.base = {get_be64(body), get_be64(body.substr(8)),
+                    raft::Millis(get_be64(body.substr(16)))};
     auto s = db_->Get({}, handles_[kMeta], slice(kStoreMetaKey), &value);
     if (s.ok()) {
         if (!load_store_meta(store, value)) return Status::error("corrupt record meta/store");
@@ -200,7 +201,8 @@ Status Database::load(queue::Store& store, Loaded& out) {
     return Status{};
 }
 
-Status Database::write(const std::vector<LogWrite>& logs, const std::vector<AppliedState>& applied) {
+Status Database::write(const std::vector<LogWrite>& logs,
+                       const std::vector<AppliedState>& applied) {
     rocksdb::WriteBatch batch;
     bool sync = false;
     for (const auto& w : logs) {
@@ -319,7 +321,8 @@ std::string Checkpoint::Reader::store_meta() {
 }
 
 Status Checkpoint::Reader::status() const {
-    if (!it_->status().ok()) return Status::error("reading a checkpoint: " + it_->status().ToString());
+    if (!it_->status().ok())
+        return Status::error("reading a checkpoint: " + it_->status().ToString());
     return meta_status_;
 }
 
@@ -359,7 +362,8 @@ bool load_task_record(queue::Store& store, std::string_view k, std::string_view 
     const std::size_t qlen =
         k.size() >= 2 ? (std::size_t((unsigned char)k[0]) << 8 | (unsigned char)k[1]) : 0;
     auto body = unseal(sealed, k);
-    return k.size() >= 2 + qlen && body && store.load_task(k.substr(2, qlen), k.substr(2 + qlen), *body);
+    return k.size() >= 2 + qlen && body &&
+           store.load_task(k.substr(2, qlen), k.substr(2 + qlen), *body);
 }
 
 bool load_store_meta(queue::Store& store, std::string_view sealed) {

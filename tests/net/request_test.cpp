@@ -34,6 +34,14 @@ Request ok(std::string bytes, const Limits& l = {}) {
     if (auto* e = std::get_if<RequestError>(&r)) FAIL("unexpected error: " << e->message);
     return std::get<Request>(r);
 }
+template <class Command>
+const Command& command(const Request& r) {
+    const auto* w = std::get_if<Write>(&r.body);
+    REQUIRE(w);
+    const auto* c = std::get_if<Command>(&w->command);
+    REQUIRE(c);
+    return *c;
+}
 RequestError err(std::string bytes, const Limits& l = {}) {
     auto r = decode_request(bytes, l);
     REQUIRE(std::holds_alternative<RequestError>(r));
@@ -57,11 +65,12 @@ TEST_CASE("a put request decodes with its payload verbatim") {
     auto r = ok(q.bytes());
     CHECK(r.op == Op::put);
     CHECK(r.id == 9);
-    CHECK(r.queue == "tokens");
-    CHECK(r.key == "k1");
-    CHECK(r.time == 1700000000000);
-    CHECK(r.mode == dueq::queue::PutMode::insert);
-    CHECK(r.payload == std::string(payload.data(), payload.size()));
+    const auto& put = command<dueq::queue::Put>(r);
+    CHECK(put.queue == "tokens");
+    CHECK(put.key == "k1");
+    CHECK(put.time == 1700000000000);
+    CHECK(put.mode == dueq::queue::PutMode::insert);
+    CHECK(put.payload == std::string(payload.data(), payload.size()));
 }
 
 TEST_CASE("the id comes back with errors found after it") {
@@ -122,7 +131,7 @@ TEST_CASE("size limits give too_large") {
                     .f("payload", std::string(10, 'p'))
                     .bytes(),
                 l);
-    CHECK(r.key->size() == 8);
+    CHECK(command<dueq::queue::Put>(r).key.size() == 8);
 }
 
 TEST_CASE("required fields and ranges per op") {
@@ -141,8 +150,53 @@ TEST_CASE("required fields and ranges per op") {
     auto r = ok(
         Req().f("op", std::string("take")).f("id", 1).f("extra", std::string("ignored")).bytes());
     CHECK(r.op == Op::take);
-    CHECK(r.queue == "default");
-    CHECK_FALSE(r.queue_given);
+    const auto& take = command<dueq::queue::Take>(r);
+    CHECK(take.queue == "default");
+    CHECK(take.count == 1);
+    CHECK(take.release_on_disconnect);
+    CHECK(std::get<Write>(r.body).wait_ms == 0);
+    auto stats = ok(Req().f("op", std::string("stats")).f("id", 1).bytes());
+    REQUIRE(std::holds_alternative<GetStats>(stats.body));
+    CHECK_FALSE(std::get<GetStats>(stats.body).queue);  // every queue
+}
+
+TEST_CASE("each op decodes to its own request type") {
+    auto hello = ok(Req().f("op", std::string("hello")).f("id", 1).f("session", 77).bytes());
+    REQUIRE(std::holds_alternative<Hello>(hello.body));
+    CHECK(std::get<Hello>(hello.body).session == 77u);
+    auto get = ok(Req()
+                      .f("op", std::string("get"))
+                      .f("id", 2)
+                      .f("key", std::string("k"))
+                      .f("consistency", std::string("leader"))
+                      .bytes());
+    REQUIRE(std::holds_alternative<GetTask>(get.body));
+    CHECK(std::get<GetTask>(get.body).leader_only);
+    auto take = ok(Req()
+                       .f("op", std::string("take"))
+                       .f("id", 3)
+                       .f("queue", std::string("tokens"))
+                       .f("count", 3)
+                       .f("timeout_ms", 500)
+                       .f("release_on_disconnect", false)
+                       .bytes());
+    CHECK(command<dueq::queue::Take>(take).count == 3);
+    CHECK_FALSE(command<dueq::queue::Take>(take).release_on_disconnect);
+    CHECK(std::get<Write>(take.body).wait_ms == 500);
+    auto ack = ok(Req()
+                      .f("op", std::string("ack"))
+                      .f("id", 4)
+                      .f("key", std::string("k"))
+                      .f("lease", 9)
+                      .f("time", 123)
+                      .bytes());
+    CHECK(command<dueq::queue::Ack>(ack).lease == 9u);
+    CHECK(command<dueq::queue::Ack>(ack).time == 123);
+    CHECK_FALSE(command<dueq::queue::Ack>(ack).payload);
+    auto kick = ok(Req().f("op", std::string("kick")).f("id", 5).f("count", 2).bytes());
+    CHECK(command<dueq::queue::Kick>(kick).count == 2u);
+    auto status = ok(Req().f("op", std::string("status")).f("id", 6).bytes());
+    CHECK(std::holds_alternative<GetStatus>(status.body));
 }
 
 TEST_CASE("frames that are not one msgpack map are refused") {
@@ -158,15 +212,15 @@ TEST_CASE("valid_utf8 is strict: overlong forms, surrogates and code points past
     using dueq::net::valid_utf8;
     CHECK(valid_utf8(""));
     CHECK(valid_utf8("token-1"));
-    CHECK(valid_utf8("\xc3\xa9t\xc3\xa9"));        // été
-    CHECK(valid_utf8("\xe2\x82\xac"));              // €
-    CHECK(valid_utf8("\xf0\x9f\x94\x91"));          // U+1F511
-    CHECK(valid_utf8("\xf4\x8f\xbf\xbf"));          // U+10FFFF
+    CHECK(valid_utf8("\xc3\xa9t\xc3\xa9"));  // été
+    CHECK(valid_utf8("\xe2\x82\xac"));       // €
+    CHECK(valid_utf8("\xf0\x9f\x94\x91"));   // U+1F511
+    CHECK(valid_utf8("\xf4\x8f\xbf\xbf"));   // U+10FFFF
     CHECK_FALSE(valid_utf8("\xff\xfe"));
-    CHECK_FALSE(valid_utf8("\xc0\xaf"));            // overlong '/'
-    CHECK_FALSE(valid_utf8("\xe0\x80\xaf"));        // overlong
-    CHECK_FALSE(valid_utf8("\xed\xa0\x80"));        // surrogate U+D800
-    CHECK_FALSE(valid_utf8("\xf4\x90\x80\x80"));    // U+110000
-    CHECK_FALSE(valid_utf8("\xe2\x82"));            // truncated
-    CHECK_FALSE(valid_utf8("a\x80"));               // stray continuation byte
+    CHECK_FALSE(valid_utf8("\xc0\xaf"));          // overlong '/'
+    CHECK_FALSE(valid_utf8("\xe0\x80\xaf"));      // overlong
+    CHECK_FALSE(valid_utf8("\xed\xa0\x80"));      // surrogate U+D800
+    CHECK_FALSE(valid_utf8("\xf4\x90\x80\x80"));  // U+110000
+    CHECK_FALSE(valid_utf8("\xe2\x82"));          // truncated
+    CHECK_FALSE(valid_utf8("a\x80"));             // stray continuation byte
 }

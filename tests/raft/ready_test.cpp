@@ -16,8 +16,7 @@ int count(const std::vector<Message>& msgs, MessageType t) {
 }
 }  // namespace
 
-TEST_CASE("a leader's appends may leave before its own write; they need a sync",
-          "[raft][ready]") {
+TEST_CASE("a leader's appends may leave before its own write; they need a sync", "[raft][ready]") {
     Cluster c(3);
     c.elect(1);
     REQUIRE(c.raft(1).propose(cmd(1), 0));

@@ -73,15 +73,13 @@ TEST_CASE("sim catches an entry applied before it is committed", "[sim][planted]
     expect_caught({PlantedBug::apply_uncommitted, 3, false, 50});
 }
 
-TEST_CASE("sim catches a follower acknowledging an append before it is durable",
-          "[sim][planted]") {
+TEST_CASE("sim catches a follower acknowledging an append before it is durable", "[sim][planted]") {
     expect_caught({PlantedBug::ack_before_persist, 3, true, 10});
     expect_caught({PlantedBug::ack_before_persist, 3, false, 50});
     expect_caught({PlantedBug::ack_before_persist, 5, false, 50});
 }
 
-TEST_CASE("sim catches a shell that applies entries before they are committed",
-          "[sim][planted]") {
+TEST_CASE("sim catches a shell that applies entries before they are committed", "[sim][planted]") {
     expect_caught({PlantedBug::shell_applies_uncommitted, 3, true, 10});
     expect_caught({PlantedBug::shell_applies_uncommitted, 3, false, 50});
 }

@@ -38,10 +38,10 @@ void run_seeds(int nodes, std::uint64_t first, std::uint64_t count) {
     CHECK(crashes > count / 2);
     CHECK(snapshots > 0);
     CHECK(reads > count);
-    CHECK(leases > count * 10);      // G3 had takes to check
-    CHECK(abandoned > count);        // G2 had abandoned leases to check
-    CHECK(torn > count / 20);        // crashes kept part of the unsynced writes
-    CHECK(link_downs > count);       // the shell heard of broken links
+    CHECK(leases > count * 10);  // G3 had takes to check
+    CHECK(abandoned > count);    // G2 had abandoned leases to check
+    CHECK(torn > count / 20);    // crashes kept part of the unsynced writes
+    CHECK(link_downs > count);   // the shell heard of broken links
 }
 }  // namespace
 

@@ -38,8 +38,7 @@ void TaskHistory::end_lease(const TaskKey& key, queue::LeaseId lease) {
     if (it != live_.end() && (lease == 0 || it->second.id == lease)) live_.erase(it);
 }
 
-void TaskHistory::on_command(const queue::Command& cmd, const queue::Result& r,
-                             raft::Index index) {
+void TaskHistory::on_command(const queue::Command& cmd, const queue::Result& r, raft::Index index) {
     if (!r.ok()) return;
     if (const auto* take = std::get_if<queue::Take>(&cmd)) {
         for (const auto& t : r.tasks) {
@@ -95,8 +94,8 @@ void TaskHistory::check_final(raft::NodeId node, const queue::Store& store, raft
             task->lease_until <= time)
             return checker_.fail(cat("G2: on node ", node, " task ", a.queue, "/", a.key,
                                      " is still taken under abandoned lease ", a.lease,
-                                     ", which ran out at ", task->lease_until, " (log time ",
-                                     time, ")"));
+                                     ", which ran out at ", task->lease_until, " (log time ", time,
+                                     ")"));
     }
 }
 

@@ -61,8 +61,8 @@ class TaskHistory {
 
     Checker& checker_;
     std::map<raft::Index, raft::Term> acked_;
-    raft::Index history_ = 0;   // the highest index whose first application was seen
-    queue::Millis time_ = 0;    // log time of the history so far
+    raft::Index history_ = 0;  // the highest index whose first application was seen
+    queue::Millis time_ = 0;   // log time of the history so far
     std::map<TaskKey, Lease> live_;
     std::vector<Abandoned> abandoned_;
     queue::Millis abandoned_until_ = 0;

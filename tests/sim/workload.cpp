@@ -58,7 +58,9 @@ void Cluster::partition() {
     ++stats_.partitions;
     for (auto& row : blocked_)
         row.assign(row.size(), false);
-    auto pick = [&] { return static_cast<int>(rng_.uniform(0, static_cast<std::uint64_t>(n - 1))); };
+    auto pick = [&] {
+        return static_cast<int>(rng_.uniform(0, static_cast<std::uint64_t>(n - 1)));
+    };
     switch (rng_.uniform(0, 3)) {
         case 0: {  // symmetric split into two sides
             std::vector<bool> side(static_cast<std::size_t>(n));
@@ -132,12 +134,13 @@ int Cluster::leader_guess() {
 void Cluster::propose(int k, queue::Command cmd, std::function<void(shell::Outcome&)> then) {
     Node& n = *nodes_[k];
     ++stats_.proposed;
-    n.shell->propose(std::move(cmd), clock_ms(n), [this, then = std::move(then)](shell::Outcome& o) {
-        if (o.code != queue::Code::ok) return;
-        history_->acknowledged(o.index, o.term);
-        acked_max_index_ = std::max(acked_max_index_, o.index);
-        if (then) then(o);
-    });
+    n.shell->propose(std::move(cmd), clock_ms(n),
+                     [this, then = std::move(then)](shell::Outcome& o) {
+                         if (o.code != queue::Code::ok) return;
+                         history_->acknowledged(o.index, o.term);
+                         acked_max_index_ = std::max(acked_max_index_, o.index);
+                         if (then) then(o);
+                     });
     pump(k);
 }
 
@@ -145,12 +148,12 @@ queue::Command Cluster::next_command(int k) {
     auto& r = client_rng_;
     const std::string key = "k" + std::to_string(r.uniform(0, 11));
     const std::int64_t now = clock_ms(*nodes_[k]);
-    if (!declared_ || r.chance(0.01))
-        return queue::Declare{kQueue, 20, 200, 300, 3, 0.25};
+    if (!declared_ || r.chance(0.01)) return queue::Declare{kQueue, 20, 200, 300, 3, 0.25};
     const std::uint64_t roll = r.uniform(0, 99);
     if (roll < 30) {
-        const auto mode = r.chance(0.8) ? queue::PutMode::upsert
-                                        : (r.chance(0.5) ? queue::PutMode::insert : queue::PutMode::update);
+        const auto mode = r.chance(0.8)
+                              ? queue::PutMode::upsert
+                              : (r.chance(0.5) ? queue::PutMode::insert : queue::PutMode::update);
         return queue::Put{kQueue, key, payload(r.uniform(0, 1'000'000)),
                           now + std::int64_t(r.uniform(0, 700)) - 300, mode};
     }
@@ -220,8 +223,8 @@ void Cluster::on_read_state(int k, const raft::ReadState& rs) {
         checker_->fail("read state delivered to the wrong node");
     } else if (rs.index < it->second.min_index) {
         std::ostringstream os;
-        os << "stale read on node " << nodes_[k]->id << ": read index " << rs.index
-           << " but index " << it->second.min_index << " was acknowledged before the read began";
+        os << "stale read on node " << nodes_[k]->id << ": read index " << rs.index << " but index "
+           << it->second.min_index << " was acknowledged before the read began";
         checker_->fail(os.str());
     }
     ++stats_.reads;
@@ -253,7 +256,8 @@ bool Cluster::cluster_live(std::string* why) {
     // After healing, a write must get through, and the log time must pass every lease
     // a client abandoned (then G2 can be checked).
     if (!marker_acked_) {
-        propose(leader, queue::Put{kQueue, "marker", payload(0), std::nullopt, queue::PutMode::upsert},
+        propose(leader,
+                queue::Put{kQueue, "marker", payload(0), std::nullopt, queue::PutMode::upsert},
                 [this](shell::Outcome&) { marker_acked_ = true; });
         *why = "the write after healing is not acknowledged yet";
         return false;

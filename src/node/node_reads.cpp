@@ -1,0 +1,59 @@
+// Requests a node answers from its own state, without the log: get, stats, status.
+#include "net/frame.h"
+#include "node/node.h"
+#include "node/replies.h"
+
+namespace dueq::node {
+
+using queue::Code;
+
+namespace {
+constexpr const char* kLeaderOnly = "consistency \"leader\" reads are served by the leader";
+}  // namespace
+
+void Node::handle(const ConnPtr& conn, std::uint64_t id, net::GetTask& get) {
+    if (get.leader_only && !is_leader())
+        return answer_error(Reply{conn, id, std::nullopt}, Code::not_leader, kLeaderOnly);
+    auto task = shell_->store().get(get.queue, get.key);
+    if (!task) return conn->send(net::error_frame(id, Code::not_found, "no such task"));
+    conn->send(get_reply(id, *task));
+}
+
+void Node::handle(const ConnPtr& conn, std::uint64_t id, net::GetStats& stats) {
+    if (stats.leader_only && !is_leader())
+        return answer_error(Reply{conn, id, std::nullopt}, Code::not_leader, kLeaderOnly);
+    conn->send(
+        stats_reply(id, shell_->store(), stats.queue ? &*stats.queue : nullptr, store_now()));
+}
+
+void Node::handle(const ConnPtr& conn, std::uint64_t id, net::GetStatus&) {
+    const raft::Raft& raft = shell_->raft();
+    StatusInfo s;
+    s.node_id = config_.node_id;
+    s.role = config_.members.size() > 1 || !is_leader() ? std::string(raft::to_string(raft.role()))
+                                                        : "standalone";
+    s.term = raft.term();
+    s.leader = leader_client_address();
+    if (raft.leader() != raft::kNoNode)
+        s.leader_id =
+            config_.members.empty() ? config_.node_id : config_.members[raft.leader() - 1].id;
+    s.commit_index = raft.log().committed();
+    s.last_index = raft.log().last_index();
+    s.applied_index = applied_index();
+    s.tasks = shell_->store().task_count();
+    s.pending = shell_->pending_proposals();
+    s.peer_input_dropped = raft_io_->dropped();
+    for (std::size_t i = 0; i < config_.members.size(); ++i) {
+        if (i + 1 == raft_id_) continue;
+        PeerStatus p{config_.members[i].id, config_.members[i].peer,
+                     raft_io_->has_mesh() && raft_io_->connected(i + 1)};
+        if (const auto* pr = raft.progress(i + 1)) {
+            p.match = pr->match;
+            p.lag = s.last_index > pr->match ? s.last_index - pr->match : 0;
+        }
+        s.peers.push_back(std::move(p));
+    }
+    conn->send(status_reply(id, s));
+}
+
+}  // namespace dueq::node
