@@ -15,11 +15,7 @@ namespace asio = boost::asio;
 using queue::Code;
 
 Node::Node(asio::io_context& io, Config config)
-    : io_(io),
-      config_(std::move(config)),
-      waiters_(config_.limits.max_waiting_takes),
-      tick_timer_(io),
-      timer_(io) {}
+    : io_(io), config_(std::move(config)), tick_timer_(io), timer_(io) {}
 
 Node::~Node() {
     stop();
@@ -60,8 +56,6 @@ std::optional<std::string> Node::start() {
         return "could not replay the log up to index " + std::to_string(target) + " (applied " +
                std::to_string(applied_index()) + ")";
 
-    // Unique across the cluster: the low bits say which node made it.
-    sessions_.emplace(raft_id_, std::uint64_t(now_ms()) << 12, config_.session_grace_ms);
     try {
         server_ = std::make_unique<net::Server>(
             io_, config_.client_listen, config_.limits,
@@ -89,9 +83,31 @@ std::uint16_t Node::client_port() const {
     return server_ ? server_->port() : 0;
 }
 
+// Answers one request on its client connection, if the client is still there.
+class Node::ConnReply final : public Replier {
+  public:
+    ConnReply(const ConnPtr& conn, std::uint64_t id, const Node& node)
+        : conn_(conn), id_(id), node_(node) {}
+    bool open() const override {
+        auto c = conn_.lock();
+        return c && c->open();
+    }
+    void answer(const shell::Outcome& o) override {
+        auto c = conn_.lock();
+        if (!c || !c->open()) return;
+        if (o.code == Code::ok) return c->send(result_reply(id_, *o.command, *o.result));
+        node_.send_error(c, id_, o.code, o.message);
+    }
+
+  private:
+    std::weak_ptr<net::Connection> conn_;
+    std::uint64_t id_;
+    const Node& node_;
+};
+
 void Node::on_frame(const ConnPtr& conn, std::string_view frame) {
     if (stopped_) return;
-    if (conn->session == 0) conn->session = sessions_->open();
+    if (conn->session == 0) conn->session = writes_->sessions().open();
     auto decoded = net::decode_request(frame, config_.limits);
     if (auto* err = std::get_if<net::RequestError>(&decoded)) {
         conn->send(net::error_frame(err->id, err->code, err->message));
@@ -124,61 +140,28 @@ void Node::handle(const ConnPtr& conn, std::uint64_t id, net::Hello& hello) {
             return conn->close_after_send();
         }
     }
-    if (hello.session && sessions_->resume(conn->session, *hello.session, now_ms()))
+    if (hello.session && writes_->sessions().resume(conn->session, *hello.session, now_ms()))
         conn->session = *hello.session;
     conn->send(hello_reply(id, conn->session, config_.node_id, leader_client_address()));
 }
 
 void Node::handle(const ConnPtr& conn, std::uint64_t id, net::Write& write) {
-    Reply reply{conn, id, std::nullopt};
-    if (auto* take = std::get_if<queue::Take>(&write.command)) {
-        take->session = conn->session;
-        if (write.wait_ms > 0) {
-            const std::int64_t deadline = now_ms() + write.wait_ms;
-            reply.wait_until = deadline;
-            // Nothing to hand out now: wait here instead of logging an empty take.
-            if (is_leader() && !shell_->store().has_due(take->queue, store_now()))
-                return wait_for_task(reply, std::move(*take), deadline);
-        }
-    }
-    propose(std::move(write.command), reply);
+    if (auto* take = std::get_if<queue::Take>(&write.command)) take->session = conn->session;
+    writes_->submit(std::move(write.command), write.wait_ms,
+                    std::make_shared<ConnReply>(conn, id, *this), now_ms());
+    arm_timer();
 }
 
-void Node::on_applied(queue::Command& cmd, const queue::Result& result, Reply& reply) {
-    if (auto* take = std::get_if<queue::Take>(&cmd)) {
-        if (result.ok() && result.tasks.empty() && reply.wait_until &&
-            *reply.wait_until > now_ms()) {
-            if (auto c = reply.conn.lock(); c && c->open())
-                return wait_for_task(std::move(reply), std::move(*take), *reply.wait_until);
-            return;
-        }
-        if (!result.tasks.empty() && take->release_on_disconnect) {
-            sessions_->took_tasks(take->session, now_ms());
-            arm_timer();
-        }
-    }
-    answer(reply, cmd, result);
-}
-
-void Node::answer(const Reply& reply, const queue::Command& cmd, const queue::Result& result) {
-    auto conn = reply.conn.lock();
-    if (!conn || !conn->open()) return;
-    conn->send(result_reply(reply.id, cmd, result));
-}
-
-void Node::answer_error(const Reply& reply, queue::Code code, const std::string& message) {
-    auto conn = reply.conn.lock();
-    if (!conn || !conn->open()) return;
-    const std::string leader = leader_client_address();
-    conn->send(net::error_frame(reply.id, code, message,
-                                code == Code::not_leader && !leader.empty()
-                                    ? std::optional<std::string>(leader)
-                                    : std::nullopt));
+void Node::send_error(const ConnPtr& conn, std::uint64_t id, queue::Code code,
+                      const std::string& message) const {
+    const std::string leader = code == Code::not_leader ? leader_client_address() : "";
+    conn->send(net::error_frame(
+        id, code, message, leader.empty() ? std::nullopt : std::optional<std::string>(leader)));
 }
 
 void Node::on_close(const ConnPtr& conn) {
     if (stopped_ || conn->session == 0) return;
-    sessions_->close(conn->session, now_ms());
+    writes_->sessions().close(conn->session, now_ms());
     arm_timer();
 }
 

@@ -23,11 +23,10 @@
 
 #include "net/request.h"
 #include "net/server.h"
-#include "node/client_sessions.h"
 #include "node/clock.h"
 #include "node/config.h"
 #include "node/raft_io.h"
-#include "node/take_waiters.h"
+#include "node/write_path.h"
 #include "queue/store.h"
 #include "shell/raft_shell.h"
 #include "storage/database.h"
@@ -57,6 +56,7 @@ class Node {
 
   private:
     using ConnPtr = std::shared_ptr<net::Connection>;
+    class ConnReply;  // a Replier that answers on a client connection (node.cpp)
 
     // --- clients: one handler per request type (node.cpp; reads in node_reads.cpp) ---
     void on_frame(const ConnPtr& conn, std::string_view frame);
@@ -67,34 +67,25 @@ class Node {
     void handle(const ConnPtr& conn, std::uint64_t id, net::GetStats& stats);
     void handle(const ConnPtr& conn, std::uint64_t id, net::GetStatus& status);
     void handle(const ConnPtr& conn, std::uint64_t id, net::Write& write);
-    void answer(const Reply& reply, const queue::Command& cmd, const queue::Result& result);
-    void answer_error(const Reply& reply, queue::Code code, const std::string& message);
-    void on_applied(queue::Command& cmd, const queue::Result& result, Reply& reply);
+    void send_error(const ConnPtr& conn, std::uint64_t id, queue::Code code,
+                    const std::string& message) const;
 
-    // --- the Raft shell: start, proposals, ticks (node_raft.cpp) ---
+    // --- the Raft shell and the write path: start, ticks, timer (node_raft.cpp) ---
     shell::ShellConfig shell_config() const;
     std::optional<std::string> start_shell(const storage::Loaded& loaded,
                                            std::unique_ptr<queue::Store> store);
-    // Proposes through the shell; the reply follows the outcome. Returns the entry's
-    // index, or 0 if it was refused (and answered).
-    raft::Index propose(queue::Command cmd, Reply reply);
     // Leader: proposes a declare for each queue whose [queues] settings in this node's
     // config differ from the replicated ones (and for [queues.default]).
     void propose_configured_settings();
     void on_tick();
     void schedule_ready();
-    void on_batch_applied(bool wrote);
+    void on_timer();
+    void arm_timer();
     void fail_stop(const std::string& message);
     bool is_leader() const { return shell_->is_leader(); }
     std::string leader_client_address() const;
     std::int64_t now_ms() const;
     std::int64_t store_now() const;  // the store's time, or the clock if later
-
-    // --- blocking takes, Advance, session grace periods: the timer (node_takes.cpp) ---
-    void wait_for_task(Reply reply, queue::Take take, std::int64_t deadline);
-    void wake_waiters(const std::string& queue);
-    void on_timer();
-    void arm_timer();
 
     boost::asio::io_context& io_;
     Config config_;
@@ -104,17 +95,12 @@ class Node {
     std::unique_ptr<storage::Database> db_;
     std::unique_ptr<RaftIo> raft_io_;          // after db_: it writes there
     std::unique_ptr<shell::RaftShell> shell_;  // after raft_io_: it writes through it
+    std::unique_ptr<WritePath> writes_;        // after shell_: it proposes through it
     std::unique_ptr<net::Server> server_;
-    std::optional<ClientSessions> sessions_;
-    TakeWaiters waiters_;  // blocking takes parked on the leader
     boost::asio::steady_timer tick_timer_;
     bool ready_scheduled_ = false;
-    boost::asio::steady_timer timer_;
-    std::int64_t timer_at_ = 0;           // time the timer is set for (0: unset)
-    std::int64_t events_seen_until_ = 0;  // store events up to this time were handled
-    std::int64_t last_advance_ms_ = 0;    // when the last Advance was proposed
-    raft::Index advance_index_ = 0;       // an Advance proposed and not applied yet
-    static constexpr std::int64_t kAdvanceEveryMs = 250;
+    boost::asio::steady_timer timer_;  // the write path's next deadline
+    std::int64_t timer_at_ = 0;        // time the timer is set for (0: unset)
     bool stopped_ = false;
     rocksdb::Env* storage_env_ = nullptr;
 };

@@ -35,12 +35,23 @@ std::optional<std::string> Node::start_shell(const storage::Loaded& loaded,
     raft_io_ = std::make_unique<RaftIo>(io_, config_, raft_id_, *db_, [this] { return now_ms(); });
     shell::Hooks hooks;
     hooks.schedule = [this] { schedule_ready(); };
-    hooks.applied = [this](bool wrote) { on_batch_applied(wrote); };
+    hooks.applied = [this](bool wrote) {
+        writes_->on_batch_applied(wrote, now_ms());
+        arm_timer();
+    };
     hooks.term_started = [this] { propose_configured_settings(); };
     hooks.fatal = [this](const std::string& message) { fail_stop(message); };
     shell_ =
         std::make_unique<shell::RaftShell>(shell_config(), *raft_io_, *raft_io_, std::move(hooks));
     if (auto err = shell_->start(loaded, std::move(store))) return err;
+    WritePathSettings ws;
+    ws.max_take_count = config_.limits.max_take_count;
+    ws.max_waiting_takes = config_.limits.max_waiting_takes;
+    ws.session_grace_ms = config_.session_grace_ms;
+    // Session ids are unique across the cluster: the low bits say which node made it.
+    ws.node_bits = raft_id_;
+    ws.first_session = std::uint64_t(now_ms()) << 12;
+    writes_ = std::make_unique<WritePath>(ws, *shell_);
     raft_io_->set_checkpoint(db_->checkpoint(shell_->log().snapshot().meta));
     if (auto err = raft_io_->start(*shell_)) return err;
     on_tick();
@@ -54,19 +65,6 @@ std::string Node::leader_client_address() const {
     return config_.members[leader - 1].client;
 }
 
-raft::Index Node::propose(queue::Command cmd, Reply reply) {
-    const bool advance = std::holds_alternative<queue::Advance>(cmd);
-    const raft::Index index =
-        shell_->propose(std::move(cmd), now_ms(),
-                        [this, advance, reply = std::move(reply)](shell::Outcome& o) mutable {
-                            if (advance) advance_index_ = 0;
-                            if (o.code != Code::ok) return answer_error(reply, o.code, o.message);
-                            on_applied(*o.command, *o.result, reply);
-                        });
-    if (advance && index != 0) advance_index_ = index;
-    return index;
-}
-
 void Node::propose_configured_settings() {
     auto declare = [](const std::string& queue, const queue::QueueSettings& s) {
         return queue::Declare{queue,          s.lead_ms,      s.ttr_ms,
@@ -77,7 +75,8 @@ void Node::propose_configured_settings() {
         spdlog::info(
             "[queues.default] of this node's config differs from the replicated "
             "defaults; proposing it");
-        propose(declare(std::string(queue::kDefaultsQueue), config_.queue_defaults), Reply{});
+        writes_->propose(declare(std::string(queue::kDefaultsQueue), config_.queue_defaults),
+                         nullptr, now_ms());
     }
     for (const auto& [name, s] : config_.queues) {
         if (name == "default" || store.settings(name) == s) continue;
@@ -85,7 +84,7 @@ void Node::propose_configured_settings() {
             "[queues.{}] of this node's config differs from the replicated settings; "
             "proposing it",
             name);
-        propose(declare(name, s), Reply{});
+        writes_->propose(declare(name, s), nullptr, now_ms());
     }
 }
 
@@ -109,13 +108,25 @@ void Node::schedule_ready() {
     });
 }
 
-void Node::on_batch_applied(bool wrote) {
-    // A follower holds no waiters to wake but the leader's (they learn where it went).
-    if (wrote || !is_leader()) {
-        for (const auto& queue : waiters_.queues())
-            wake_waiters(queue);
-    }
+void Node::on_timer() {
+    timer_at_ = 0;
+    if (stopped_) return;
+    writes_->on_timer(now_ms());
     arm_timer();
+}
+
+void Node::arm_timer() {
+    if (stopped_ || !writes_) return;
+    const auto at = writes_->next_deadline();
+    if (!at || (timer_at_ != 0 && timer_at_ <= *at)) return;
+    timer_at_ = *at;
+    // A task due in 300 years would overflow the timer's nanoseconds; waking once an hour
+    // to look again costs nothing.
+    const std::int64_t delay = std::clamp<std::int64_t>(*at - now_ms(), 0, 3'600'000);
+    timer_.expires_after(std::chrono::milliseconds(delay));
+    timer_.async_wait([this](boost::system::error_code ec) {
+        if (!ec) on_timer();
+    });
 }
 
 void Node::fail_stop(const std::string& message) {

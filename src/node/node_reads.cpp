@@ -12,8 +12,7 @@ constexpr const char* kLeaderOnly = "consistency \"leader\" reads are served by 
 }  // namespace
 
 void Node::handle(const ConnPtr& conn, std::uint64_t id, net::GetTask& get) {
-    if (get.leader_only && !is_leader())
-        return answer_error(Reply{conn, id, std::nullopt}, Code::not_leader, kLeaderOnly);
+    if (get.leader_only && !is_leader()) return send_error(conn, id, Code::not_leader, kLeaderOnly);
     auto task = shell_->store().get(get.queue, get.key);
     if (!task) return conn->send(net::error_frame(id, Code::not_found, "no such task"));
     conn->send(get_reply(id, *task));
@@ -21,7 +20,7 @@ void Node::handle(const ConnPtr& conn, std::uint64_t id, net::GetTask& get) {
 
 void Node::handle(const ConnPtr& conn, std::uint64_t id, net::GetStats& stats) {
     if (stats.leader_only && !is_leader())
-        return answer_error(Reply{conn, id, std::nullopt}, Code::not_leader, kLeaderOnly);
+        return send_error(conn, id, Code::not_leader, kLeaderOnly);
     conn->send(
         stats_reply(id, shell_->store(), stats.queue ? &*stats.queue : nullptr, store_now()));
 }

@@ -10,7 +10,6 @@
 #include <cstdint>
 #include <deque>
 #include <map>
-#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -18,29 +17,17 @@
 #include <utility>
 #include <vector>
 
-#include "net/request.h"
+#include "node/replier.h"
 #include "queue/command.h"
 
-namespace dueq::net {
-class Connection;
-}
-
 namespace dueq::node {
-
-// Where the answer to a command goes once it is applied; its shape follows from the
-// command (node/replies.h).
-struct Reply {
-    std::weak_ptr<net::Connection> conn;
-    std::uint64_t id = 0;
-    std::optional<std::int64_t> wait_until;  // a blocking take that may wait again
-};
 
 class TakeWaiters {
   public:
     struct Waiter {
-        Reply reply;
+        ReplyTo to;
         queue::Take take;
-        std::int64_t deadline;
+        std::int64_t deadline;  // then answered with no task
     };
 
     explicit TakeWaiters(std::size_t capacity) : capacity_(capacity) {}

@@ -142,6 +142,8 @@ class RaftShell {
     bool reaches_quorum() const;
     std::size_t pending_proposals() const { return proposals_.size(); }
     bool busy() const { return inflight_.has_value(); }
+    // The latest time an input carried: "now" for what happens as entries apply.
+    std::int64_t now() const { return now_; }
 
   private:
     struct Proposal {

@@ -8,8 +8,8 @@ using dueq::node::TakeWaiters;
 namespace {
 TakeWaiters::Waiter waiter(const std::string& queue, std::uint32_t count, std::int64_t deadline,
                            std::uint64_t id) {
-    return {dueq::node::Reply{{}, id, deadline}, dueq::queue::Take{queue, count, {}, 1, true},
-            deadline};
+    // The take's session tells the waiters apart here.
+    return {nullptr, dueq::queue::Take{queue, count, {}, id, true}, deadline};
 }
 }  // namespace
 
@@ -20,8 +20,8 @@ TEST_CASE("waiters wake in arrival order, as many as there are tasks") {
     w.park(waiter("other", 1, 900, 9));
     auto woken = w.pop("q", 2);
     REQUIRE(woken.size() == 2);
-    CHECK(woken[0].reply.id == 1);
-    CHECK(woken[1].reply.id == 2);
+    CHECK(woken[0].take.session == 1);
+    CHECK(woken[1].take.session == 2);
     CHECK(w.size() == 4);
 }
 
@@ -41,11 +41,11 @@ TEST_CASE("timeouts expire in deadline order and leave the rest") {
     CHECK(w.earliest_deadline() == 1000);
     auto gone = w.expire(2000);
     REQUIRE(gone.size() == 2);
-    CHECK(gone[0].reply.id == 2);
-    CHECK(gone[1].reply.id == 3);
+    CHECK(gone[0].take.session == 2);
+    CHECK(gone[1].take.session == 3);
     auto left = w.pop("q", 10);
     REQUIRE(left.size() == 1);
-    CHECK(left[0].reply.id == 1);
+    CHECK(left[0].take.session == 1);
     CHECK(w.queues().empty());
 }
 

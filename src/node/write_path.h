@@ -1,0 +1,72 @@
+// The path of a command from a client to its answer, above the Raft shell: proposing it,
+// parking a blocking take until a task comes due, waking parked takes (counting woken
+// takes not applied yet against the due tasks), re-parking a take whose entry found
+// nothing, the Advance the leader logs when leases and delays run out, and the sessions
+// whose end releases their tasks. dueqd runs it under its event loop (node.h); the
+// simulator (tests/sim) runs the same class under simulated time.
+//
+// Reads no clock: time comes in as arguments. The owner calls on_timer() at
+// next_deadline() and on_batch_applied() after each batch of applied entries.
+// Not thread-safe: one owner thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "node/client_sessions.h"
+#include "node/take_waiters.h"
+#include "queue/command.h"
+#include "shell/raft_shell.h"
+
+namespace dueq::node {
+
+struct WritePathSettings {
+    std::uint32_t max_take_count = 1000;      // [limits]: a take asks for at most this many
+    std::size_t max_waiting_takes = 100'000;  // [limits]
+    std::int64_t session_grace_ms = 5000;
+    std::uint64_t node_bits = 1;      // low bits of this node's session ids
+    std::uint64_t first_session = 0;  // session counter start (e.g. the clock << 12)
+};
+
+class WritePath {
+  public:
+    WritePath(const WritePathSettings& settings, shell::RaftShell& shell);
+
+    ClientSessions& sessions() { return sessions_; }
+    std::size_t waiting_takes() const { return waiters_.size(); }
+
+    // A client's command. A take with wait_ms > 0 that finds nothing due on the leader
+    // waits here (parked) instead of going into the log.
+    void submit(queue::Command cmd, std::int64_t wait_ms, ReplyTo to, std::int64_t now);
+    // Proposes without waiting (the node's own commands: settings, ReleaseSession,
+    // Advance). Returns the entry's index, or 0 if refused (and answered).
+    raft::Index propose(queue::Command cmd, ReplyTo to, std::int64_t now);
+    // After the shell applied a batch; `wrote`: one of them was a command.
+    void on_batch_applied(bool wrote, std::int64_t now);
+    // Parked takes that timed out, the Advance, sessions whose grace period ran out.
+    void on_timer(std::int64_t now);
+    // When on_timer() has something to do next (nullopt: nothing is pending).
+    std::optional<std::int64_t> next_deadline() const;
+
+  private:
+    void wait_for_task(ReplyTo to, queue::Take take, std::int64_t deadline);
+    void wake_waiters(const std::string& queue, std::int64_t now);
+    // Proposes; a take that finds nothing when applied waits again until `wait_until`.
+    raft::Index propose_until(queue::Command cmd, ReplyTo to,
+                              std::optional<std::int64_t> wait_until, std::int64_t now);
+    void on_outcome(shell::Outcome& o, const ReplyTo& to, std::optional<std::int64_t> wait_until);
+    std::int64_t store_now(std::int64_t now) const;
+
+    WritePathSettings settings_;
+    shell::RaftShell& shell_;
+    ClientSessions sessions_;
+    TakeWaiters waiters_;                 // blocking takes parked on the leader
+    std::int64_t events_seen_until_ = 0;  // store events up to this time were handled
+    std::int64_t last_advance_ms_ = 0;    // when the last Advance was proposed
+    raft::Index advance_index_ = 0;       // an Advance proposed and not applied yet
+    static constexpr std::int64_t kAdvanceEveryMs = 250;
+};
+
+}  // namespace dueq::node
