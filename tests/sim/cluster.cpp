@@ -53,6 +53,7 @@ Cluster::Cluster(const SimOptions& opts)
     snapshot_threshold_ = threshold_choices[rng_.uniform(0, 2)];
     keep_entries_ = keep_choices[rng_.uniform(0, 2)];
     link_latency_us_ = rng_.uniform(100, 1000);
+    session_grace_ms_ = std::int64_t(rng_.uniform(0, 300));
     if (opts.faults) {
         drop_ = rng_.uniform(0, 100) / 1000.0;  // up to 10%
         dup_ = rng_.uniform(0, 50) / 1000.0;
@@ -159,9 +160,16 @@ void Cluster::start_node(int k) {
         on_apply(k, e, cmd, r, ch);
     };
     hooks.on_read_state = [this, k](const raft::ReadState& rs) { on_read_state(k, rs); };
+    hooks.applied = [this, &n](bool wrote) { n.writes->on_batch_applied(wrote, clock_ms(n)); };
     n.shell = std::make_unique<shell::RaftShell>(node_config(k), *n.disk, n, std::move(hooks));
     if (auto err = n.shell->start(loaded->first, std::move(loaded->second)))
         return checker_->fail("node " + std::to_string(n.id) + ": " + *err);
+    node::WritePathSettings ws;
+    ws.max_waiting_takes = 64;
+    ws.session_grace_ms = session_grace_ms_;
+    ws.node_bits = n.id;
+    ws.first_session = std::uint64_t(clock_ms(n)) << 12;
+    n.writes = std::make_unique<node::WritePath>(ws, *n.shell);
     const raft::SnapshotMeta base = n.shell->log().snapshot().meta;
     n.disk->checkpoint_now(base);
     n.sendable = n.disk->checkpoint_at(base);
@@ -186,6 +194,7 @@ void Cluster::crash_node(int k) {
     n.up = false;
     ++n.incarnation;
     checker_->set_raft(n.id, nullptr);
+    n.writes.reset();
     n.shell.reset();
     n.sendable.reset();
     n.disk->crash(keep);
@@ -204,6 +213,13 @@ void Cluster::pump(int k) {
         checker_->after_step(n.id);
         if (n.shell->is_leader()) leader_hint_ = k;
     }
+}
+
+void Cluster::run_timers(int k) {
+    // dueqd arms a timer for the write path's next deadline; ticks come often enough.
+    Node& n = *nodes_[k];
+    const std::int64_t now = clock_ms(n);
+    if (auto at = n.writes->next_deadline(); at && *at <= now) n.writes->on_timer(now);
 }
 
 void Cluster::flush_disk(int k) {
@@ -317,6 +333,7 @@ void Cluster::dispatch(const Event& ev) {
             // Ticks run on time even while a Ready is being persisted: the shell's
             // timer does not wait for the disk.
             n.shell->tick(clock_ms(n));
+            run_timers(k);
             pump(k);
             schedule(now_ + tick_interval(n), EventKind::tick, k, ev.arg);
             return;
@@ -372,6 +389,7 @@ SimResult Cluster::run() {
     stats_.acked = history_->acknowledged_count();
     stats_.abandoned = history_->abandoned_count();
     stats_.leases = history_->leases_checked();
+    stats_.sessions_released = history_->sessions_released();
     r.stats = stats_;
     if (checker_->failed()) {
         r.ok = false;

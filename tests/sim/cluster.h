@@ -13,8 +13,11 @@
 //  - The network delays, drops, duplicates and reorders messages, and partitions
 //    (symmetric or one-way) block them. A link blocked for a while, or to a crashed
 //    node, goes down (the shell hears of it, as from the peer mesh), and comes back up.
-//  - The workload is the product's: puts, takes with leases, acks with new times,
-//    touches, releases, abandoned leases, sessions that go away, deletes, Advance.
+//  - Above each shell runs dueqd's write path (node/write_path.h): blocking takes,
+//    sessions and their release on disconnect, the leader's Advance.
+//  - The workload is the product's (clients.cpp): clients connect to a node, put, take
+//    (some blocking) with leases, ack with new times, touch, release, bury, abandon
+//    leases, disconnect and resume their sessions, or go away for good.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +28,7 @@
 #include <queue>
 #include <vector>
 
+#include "node/write_path.h"
 #include "raft/random.h"
 #include "shell/raft_shell.h"
 #include "sim/checker.h"
@@ -71,6 +75,7 @@ class Cluster {
         raft::NodeId id;
         std::unique_ptr<SimDisk> disk;
         std::unique_ptr<shell::RaftShell> shell;
+        std::unique_ptr<node::WritePath> writes;     // after shell: it proposes through it
         std::shared_ptr<const StoreImage> sendable;  // the checkpoint the log starts from
         StoreDigest digest;
         bool up = false;
@@ -87,8 +92,15 @@ class Cluster {
         std::string key;
         queue::LeaseId lease;
         queue::Millis until;
-        queue::SessionId session;
     };
+    struct Client {
+        int node = -1;                  // the node it is connected to, or -1
+        std::uint64_t incarnation = 0;  // of that node when it connected
+        queue::SessionId session = 0;
+        std::shared_ptr<bool> open;  // the connection is up (its answers arrive)
+        std::vector<Held> held;
+    };
+    class ClientReply;  // a node::Replier that answers a simulated client (clients.cpp)
     struct PendingRead {
         raft::NodeId node;
         raft::Index min_index;  // highest index acknowledged before the read was issued
@@ -120,9 +132,16 @@ class Cluster {
     void chaos();
     void partition();
     void heal();
+    void run_timers(int k);
+
+    // clients (clients.cpp)
     void client_action();
-    void propose(int k, queue::Command cmd, std::function<void(shell::Outcome&)> then);
-    queue::Command next_command(int k);
+    bool connect(Client& c);
+    void disconnect(Client& c);
+    void submit(Client& c, queue::Command cmd, std::int64_t wait_ms);
+    void on_answer(std::size_t client, const shell::Outcome& o);
+    void propose(int k, queue::Command cmd, std::function<void(const shell::Outcome&)> then);
+    queue::Command next_command(Client& c, std::int64_t now);
     void on_read_state(int k, const raft::ReadState& rs);
     bool cluster_live(std::string* why);
     void check_live();
@@ -160,7 +179,8 @@ class Cluster {
     std::uint64_t healed_at_ = 0;
 
     // workload
-    std::vector<Held> held_;
+    std::vector<Client> clients_;
+    std::int64_t session_grace_ms_ = 100;
     std::map<std::uint64_t, PendingRead> reads_;
     std::uint64_t next_read_ = 1;
     raft::Index acked_max_index_ = 0;

@@ -29,12 +29,15 @@ struct SimOptions {
 struct SimStats {
     std::uint64_t events = 0;
     std::uint64_t messages = 0;
-    std::uint64_t proposed = 0;   // commands submitted by the workload
-    std::uint64_t acked = 0;      // commands acknowledged to the workload
-    std::uint64_t leases = 0;     // tasks handed out (each checked against G3)
-    std::uint64_t abandoned = 0;  // leases clients walked away from (checked for G2)
-    std::uint64_t reads = 0;      // linearizable reads checked
-    std::uint64_t elections = 0;  // distinct leader terms
+    std::uint64_t proposed = 0;           // commands submitted by the workload
+    std::uint64_t acked = 0;              // commands acknowledged to the workload
+    std::uint64_t leases = 0;             // tasks handed out (each checked against G3)
+    std::uint64_t abandoned = 0;          // leases clients walked away from (checked for G2)
+    std::uint64_t disconnects = 0;        // client connections closed
+    std::uint64_t blocking_timeouts = 0;  // blocking takes that waited and found nothing
+    std::uint64_t sessions_released = 0;  // ReleaseSession entries the write path logged
+    std::uint64_t reads = 0;              // linearizable reads checked
+    std::uint64_t elections = 0;          // distinct leader terms
     std::uint64_t crashes = 0;
     std::uint64_t torn_crashes = 0;  // crashes that kept some unsynced writes, not all
     std::uint64_t link_downs = 0;

@@ -11,7 +11,7 @@ using dueq::sim::SimOptions;
 namespace {
 void run_seeds(int nodes, std::uint64_t first, std::uint64_t count) {
     std::uint64_t acked = 0, elections = 0, crashes = 0, snapshots = 0, reads = 0;
-    std::uint64_t leases = 0, abandoned = 0, torn = 0, link_downs = 0;
+    std::uint64_t leases = 0, abandoned = 0, torn = 0, link_downs = 0, released = 0;
     for (std::uint64_t seed = first; seed < first + count; ++seed) {
         SimOptions o;
         o.seed = seed;
@@ -31,6 +31,7 @@ void run_seeds(int nodes, std::uint64_t first, std::uint64_t count) {
         abandoned += r.stats.abandoned;
         torn += r.stats.torn_crashes;
         link_downs += r.stats.link_downs;
+        released += r.stats.sessions_released;
     }
     // The faults must actually have happened, or the run proves little.
     CHECK(acked > count * 20);

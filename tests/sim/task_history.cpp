@@ -66,6 +66,7 @@ void TaskHistory::on_command(const queue::Command& cmd, const queue::Result& r, 
     } else if (const auto* put = std::get_if<queue::Put>(&cmd)) {
         end_lease({put->queue, put->key}, 0);  // a put replaces a taken task
     } else if (const auto* rs = std::get_if<queue::ReleaseSession>(&cmd)) {
+        ++sessions_released_;
         for (auto it = live_.begin(); it != live_.end();) {
             if (it->second.session == rs->session && it->second.release_on_disconnect)
                 it = live_.erase(it);

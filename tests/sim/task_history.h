@@ -43,6 +43,7 @@ class TaskHistory {
     std::size_t acknowledged_count() const { return acked_.size(); }
     std::size_t abandoned_count() const { return abandoned_.size(); }
     std::uint64_t leases_checked() const { return leases_checked_; }
+    std::uint64_t sessions_released() const { return sessions_released_; }
 
   private:
     struct Lease {
@@ -67,6 +68,7 @@ class TaskHistory {
     std::vector<Abandoned> abandoned_;
     queue::Millis abandoned_until_ = 0;
     std::uint64_t leases_checked_ = 0;
+    std::uint64_t sessions_released_ = 0;
 };
 
 }  // namespace dueq::sim

@@ -1,4 +1,4 @@
-// Faults, the client workload and the liveness check of the simulator.
+// Faults and the liveness check of the simulator (the clients are in clients.cpp).
 #include <algorithm>
 #include <sstream>
 
@@ -12,7 +12,6 @@ namespace {
 constexpr std::uint64_t kChaosUs = 50'000;
 constexpr std::uint64_t kLiveCheckUs = 20'000;
 const std::string kQueue = "tokens";
-constexpr queue::SessionId kSessions = 4;
 
 // A msgpack str, as a client's payload would be.
 std::string payload(std::uint64_t n) {
@@ -119,118 +118,6 @@ void Cluster::heal() {
     schedule(now_ + kLiveCheckUs, EventKind::check_live, 0);
 }
 
-int Cluster::leader_guess() {
-    auto n = static_cast<std::uint64_t>(opts_.nodes);
-    const Node& hint = *nodes_[leader_hint_];
-    if (hint.up && hint.shell->is_leader()) return leader_hint_;
-    // Ask a random node; follow its redirect if it knows a leader (as a client would).
-    int k = static_cast<int>(client_rng_.uniform(0, n - 1));
-    if (!nodes_[k]->up) return -1;
-    NodeId l = nodes_[k]->shell->raft().leader();
-    if (l != 0 && nodes_[l - 1]->up) return static_cast<int>(l - 1);
-    return k;
-}
-
-void Cluster::propose(int k, queue::Command cmd, std::function<void(shell::Outcome&)> then) {
-    Node& n = *nodes_[k];
-    ++stats_.proposed;
-    n.shell->propose(std::move(cmd), clock_ms(n),
-                     [this, then = std::move(then)](shell::Outcome& o) {
-                         if (o.code != queue::Code::ok) return;
-                         history_->acknowledged(o.index, o.term);
-                         acked_max_index_ = std::max(acked_max_index_, o.index);
-                         if (then) then(o);
-                     });
-    pump(k);
-}
-
-queue::Command Cluster::next_command(int k) {
-    auto& r = client_rng_;
-    const std::string key = "k" + std::to_string(r.uniform(0, 11));
-    const std::int64_t now = clock_ms(*nodes_[k]);
-    if (!declared_ || r.chance(0.01)) return queue::Declare{kQueue, 20, 200, 300, 3, 0.25};
-    const std::uint64_t roll = r.uniform(0, 99);
-    if (roll < 30) {
-        const auto mode = r.chance(0.8)
-                              ? queue::PutMode::upsert
-                              : (r.chance(0.5) ? queue::PutMode::insert : queue::PutMode::update);
-        return queue::Put{kQueue, key, payload(r.uniform(0, 1'000'000)),
-                          now + std::int64_t(r.uniform(0, 700)) - 300, mode};
-    }
-    if (roll < 55)
-        return queue::Take{kQueue, std::uint32_t(r.uniform(1, 2)), std::int64_t(r.uniform(30, 300)),
-                           r.uniform(1, kSessions), r.chance(0.5)};
-    if (roll < 85 && !held_.empty()) {
-        const std::size_t pick = r.uniform(0, held_.size() - 1);
-        const Held h = held_[pick];
-        const std::uint64_t what = r.uniform(0, 99);
-        if (what < 15) {  // abandoned: the client walks away
-            held_.erase(held_.begin() + std::ptrdiff_t(pick));
-            history_->abandoned(kQueue, h.key, h.lease, h.until);
-            return queue::Advance{};
-        }
-        if (what < 25)
-            return queue::Touch{kQueue, h.key, h.lease, std::int64_t(r.uniform(30, 300))};
-        held_.erase(held_.begin() + std::ptrdiff_t(pick));
-        if (what < 70)  // refreshed: the new token and its new expiry
-            return queue::Ack{kQueue, h.key, h.lease, payload(r.uniform(0, 1'000'000)),
-                              now + std::int64_t(r.uniform(100, 600))};
-        if (what < 80) return queue::Ack{kQueue, h.key, h.lease, std::nullopt, std::nullopt};
-        if (what < 95)
-            return queue::Release{kQueue, h.key, h.lease, std::int64_t(r.uniform(0, 50))};
-        return queue::Bury{kQueue, h.key, h.lease};
-    }
-    if (roll < 90) return queue::Delete{kQueue, key};
-    if (roll < 93) {
-        // A client went away for good (what dueqd proposes when its grace period ends).
-        const queue::SessionId session = r.uniform(1, kSessions);
-        std::erase_if(held_, [session](const Held& h) { return h.session == session; });
-        return queue::ReleaseSession{session};
-    }
-    if (roll < 95) return queue::Kick{kQueue, std::uint32_t(r.uniform(1, 3))};
-    return queue::Advance{};
-}
-
-void Cluster::client_action() {
-    int k = leader_guess();
-    if (!healed_ && k >= 0 && client_rng_.chance(0.7)) {
-        queue::Command cmd = next_command(k);
-        const bool declare = std::holds_alternative<queue::Declare>(cmd);
-        const auto* take = std::get_if<queue::Take>(&cmd);
-        const queue::SessionId session = take ? take->session : 0;
-        propose(k, std::move(cmd), [this, declare, session](shell::Outcome& o) {
-            if (declare) declared_ = true;
-            if (!std::holds_alternative<queue::Take>(*o.command)) return;
-            for (const auto& t : o.result->tasks)
-                held_.push_back({t.key, t.lease, t.lease_until, session});
-        });
-    }
-    if (!healed_ && k >= 0 && client_rng_.chance(0.2)) {
-        Node& node = *nodes_[k];
-        std::uint64_t ctx = next_read_++;
-        if (node.shell->read_index(ctx)) {
-            reads_[ctx] = {node.id, acked_max_index_};
-            pump(k);
-        }
-    }
-    schedule(now_ + client_rng_.uniform(2'000, 20'000), EventKind::client, 0);
-}
-
-void Cluster::on_read_state(int k, const raft::ReadState& rs) {
-    auto it = reads_.find(rs.context);
-    if (it == reads_.end()) return;
-    if (it->second.node != nodes_[k]->id) {
-        checker_->fail("read state delivered to the wrong node");
-    } else if (rs.index < it->second.min_index) {
-        std::ostringstream os;
-        os << "stale read on node " << nodes_[k]->id << ": read index " << rs.index << " but index "
-           << it->second.min_index << " was acknowledged before the read began";
-        checker_->fail(os.str());
-    }
-    ++stats_.reads;
-    reads_.erase(it);
-}
-
 bool Cluster::cluster_live(std::string* why) {
     std::ostringstream os;
     int leader = -1;
@@ -258,7 +145,7 @@ bool Cluster::cluster_live(std::string* why) {
     if (!marker_acked_) {
         propose(leader,
                 queue::Put{kQueue, "marker", payload(0), std::nullopt, queue::PutMode::upsert},
-                [this](shell::Outcome&) { marker_acked_ = true; });
+                [this](const shell::Outcome&) { marker_acked_ = true; });
         *why = "the write after healing is not acknowledged yet";
         return false;
     }

@@ -38,14 +38,16 @@ void print_stats(const dueq::sim::SimStats& s) {
     std::printf(
         "  sim time %llu ms, events %llu, messages %llu, commands %llu (acked %llu), reads %llu,\n"
         "  leases %llu (abandoned %llu), leader terms %llu, crashes %llu (torn %llu),\n"
-        "  partitions %llu, links down %llu, snapshots sent %llu, live %llu ms after heal\n",
+        "  partitions %llu, links down %llu, snapshots sent %llu, live %llu ms after heal,\n"
+        "  client disconnects %llu, sessions released %llu, blocking takes timed out %llu\n",
         (unsigned long long)s.sim_ms, (unsigned long long)s.events, (unsigned long long)s.messages,
         (unsigned long long)s.proposed, (unsigned long long)s.acked, (unsigned long long)s.reads,
         (unsigned long long)s.leases, (unsigned long long)s.abandoned,
         (unsigned long long)s.elections, (unsigned long long)s.crashes,
         (unsigned long long)s.torn_crashes, (unsigned long long)s.partitions,
         (unsigned long long)s.link_downs, (unsigned long long)s.snapshots_sent,
-        (unsigned long long)s.heal_to_live_ms);
+        (unsigned long long)s.heal_to_live_ms, (unsigned long long)s.disconnects,
+        (unsigned long long)s.sessions_released, (unsigned long long)s.blocking_timeouts);
 }
 
 int run_one(SimOptions o) {
@@ -85,6 +87,9 @@ int run_sweep(SimOptions base, std::uint64_t start, std::uint64_t seeds,
         total.abandoned += r.stats.abandoned;
         total.torn_crashes += r.stats.torn_crashes;
         total.link_downs += r.stats.link_downs;
+        total.disconnects += r.stats.disconnects;
+        total.sessions_released += r.stats.sessions_released;
+        total.blocking_timeouts += r.stats.blocking_timeouts;
         total.heal_to_live_ms = std::max(total.heal_to_live_ms, r.stats.heal_to_live_ms);
         if (!r.ok) {
             ++failures;
@@ -113,13 +118,16 @@ int run_sweep(SimOptions base, std::uint64_t start, std::uint64_t seeds,
     std::printf(
         "  totals: events %llu, acked commands %llu, leases %llu (abandoned %llu), reads %llu,\n"
         "  leader terms %llu, crashes %llu (torn %llu), partitions %llu, links down %llu,\n"
-        "  snapshots sent %llu, slowest recovery after healing %llu ms\n",
+        "  snapshots sent %llu, client disconnects %llu, sessions released %llu,\n"
+        "  blocking takes timed out %llu, slowest recovery after healing %llu ms\n",
         (unsigned long long)total.events, (unsigned long long)total.acked,
         (unsigned long long)total.leases, (unsigned long long)total.abandoned,
         (unsigned long long)total.reads, (unsigned long long)total.elections,
         (unsigned long long)total.crashes, (unsigned long long)total.torn_crashes,
         (unsigned long long)total.partitions, (unsigned long long)total.link_downs,
-        (unsigned long long)total.snapshots_sent, (unsigned long long)total.heal_to_live_ms);
+        (unsigned long long)total.snapshots_sent, (unsigned long long)total.disconnects,
+        (unsigned long long)total.sessions_released, (unsigned long long)total.blocking_timeouts,
+        (unsigned long long)total.heal_to_live_ms);
     return failures == 0 ? 0 : 1;
 }
 

@@ -1,0 +1,207 @@
+// The simulator's clients: refreshers that connect to a node, send it commands through
+// the write path dueqd runs (node::WritePath), hold the leases they are given, and
+// disconnect, resume or abandon them. What they are told is checked (task_history.h).
+#include <algorithm>
+#include <sstream>
+
+#include "sim/cluster.h"
+
+namespace dueq::sim {
+
+using raft::NodeId;
+
+namespace {
+const std::string kQueue = "tokens";
+constexpr std::size_t kClients = 4;
+
+// A msgpack str, as a client's payload would be.
+std::string payload(std::uint64_t n) {
+    std::string s = "v" + std::to_string(n);
+    return std::string(1, char(0xa0 | s.size())) + s;
+}
+}  // namespace
+
+// Carries a node's answer to a simulated client while its connection is up.
+class Cluster::ClientReply final : public node::Replier {
+  public:
+    ClientReply(Cluster& cluster, std::size_t client, std::shared_ptr<bool> open)
+        : cluster_(cluster), client_(client), open_(std::move(open)) {}
+    bool open() const override { return *open_; }
+    void answer(const shell::Outcome& o) override {
+        if (*open_) cluster_.on_answer(client_, o);
+    }
+
+  private:
+    Cluster& cluster_;
+    std::size_t client_;
+    std::shared_ptr<bool> open_;
+};
+
+int Cluster::leader_guess() {
+    auto n = static_cast<std::uint64_t>(opts_.nodes);
+    const Node& hint = *nodes_[leader_hint_];
+    if (hint.up && hint.shell->is_leader()) return leader_hint_;
+    // Ask a random node; follow its redirect if it knows a leader (as a client would).
+    int k = static_cast<int>(client_rng_.uniform(0, n - 1));
+    if (!nodes_[k]->up) return -1;
+    NodeId l = nodes_[k]->shell->raft().leader();
+    if (l != 0 && nodes_[l - 1]->up) return static_cast<int>(l - 1);
+    return k;
+}
+
+bool Cluster::connect(Client& c) {
+    if (c.node >= 0 && nodes_[c.node]->up && nodes_[c.node]->incarnation == c.incarnation &&
+        *c.open)
+        return true;
+    if (c.open) *c.open = false;
+    const int k = leader_guess();
+    if (k < 0) return false;
+    Node& n = *nodes_[k];
+    const std::int64_t now = clock_ms(n);
+    const queue::SessionId old = c.session;
+    c.session = n.writes->sessions().open();
+    // A client that comes back to the node it left resumes its session (hello).
+    if (old != 0 && c.node == k && c.incarnation == n.incarnation &&
+        n.writes->sessions().resume(c.session, old, now))
+        c.session = old;
+    else
+        c.held.clear();  // a new session: its old leases are not this connection's
+    c.node = k;
+    c.incarnation = n.incarnation;
+    c.open = std::make_shared<bool>(true);
+    return true;
+}
+
+void Cluster::disconnect(Client& c) {
+    if (c.node < 0 || !*c.open) return;
+    *c.open = false;
+    Node& n = *nodes_[c.node];
+    if (n.up && n.incarnation == c.incarnation) n.writes->sessions().close(c.session, clock_ms(n));
+    // Held leases come back: by the session's end (release_on_disconnect) or their lease.
+    for (const Held& h : c.held)
+        history_->abandoned(kQueue, h.key, h.lease, h.until);
+    c.held.clear();
+    ++stats_.disconnects;
+}
+
+void Cluster::submit(Client& c, queue::Command cmd, std::int64_t wait_ms) {
+    Node& n = *nodes_[c.node];
+    if (auto* take = std::get_if<queue::Take>(&cmd)) take->session = c.session;  // as dueqd
+    ++stats_.proposed;
+    const auto index = static_cast<std::size_t>(&c - clients_.data());
+    n.writes->submit(std::move(cmd), wait_ms, std::make_shared<ClientReply>(*this, index, c.open),
+                     clock_ms(n));
+    pump(c.node);
+}
+
+void Cluster::on_answer(std::size_t client, const shell::Outcome& o) {
+    if (o.code != queue::Code::ok) return;
+    if (o.index == 0) {  // a blocking take that timed out: no entry
+        ++stats_.blocking_timeouts;
+        return;
+    }
+    history_->acknowledged(o.index, o.term);
+    acked_max_index_ = std::max(acked_max_index_, o.index);
+    if (std::holds_alternative<queue::Declare>(*o.command)) declared_ = true;
+    if (!std::holds_alternative<queue::Take>(*o.command)) return;
+    for (const auto& t : o.result->tasks)
+        clients_[client].held.push_back({t.key, t.lease, t.lease_until});
+}
+
+void Cluster::propose(int k, queue::Command cmd, std::function<void(const shell::Outcome&)> then) {
+    Node& n = *nodes_[k];
+    ++stats_.proposed;
+    struct Then final : node::Replier {
+        std::function<void(const shell::Outcome&)> fn;
+        bool open() const override { return true; }
+        void answer(const shell::Outcome& o) override {
+            if (fn && o.code == queue::Code::ok) fn(o);
+        }
+    };
+    auto to = std::make_shared<Then>();
+    to->fn = [this, then = std::move(then)](const shell::Outcome& o) {
+        history_->acknowledged(o.index, o.term);
+        if (then) then(o);
+    };
+    n.writes->propose(std::move(cmd), std::move(to), clock_ms(n));
+    pump(k);
+}
+
+queue::Command Cluster::next_command(Client& c, std::int64_t now) {
+    auto& r = client_rng_;
+    const std::string key = "k" + std::to_string(r.uniform(0, 11));
+    if (!declared_ || r.chance(0.01)) return queue::Declare{kQueue, 20, 200, 300, 3, 0.25};
+    const std::uint64_t roll = r.uniform(0, 99);
+    if (roll < 30) {
+        const auto mode = r.chance(0.8)
+                              ? queue::PutMode::upsert
+                              : (r.chance(0.5) ? queue::PutMode::insert : queue::PutMode::update);
+        return queue::Put{kQueue, key, payload(r.uniform(0, 1'000'000)),
+                          now + std::int64_t(r.uniform(0, 700)) - 300, mode};
+    }
+    if (roll < 55)
+        return queue::Take{kQueue, std::uint32_t(r.uniform(1, 2)), std::int64_t(r.uniform(30, 300)),
+                           0, r.chance(0.5)};
+    if (roll < 85 && !c.held.empty()) {
+        const std::size_t pick = r.uniform(0, c.held.size() - 1);
+        const Held h = c.held[pick];
+        const std::uint64_t what = r.uniform(0, 99);
+        if (what < 15) {  // abandoned: the client walks away from it
+            c.held.erase(c.held.begin() + std::ptrdiff_t(pick));
+            history_->abandoned(kQueue, h.key, h.lease, h.until);
+            return queue::Advance{};
+        }
+        if (what < 25)
+            return queue::Touch{kQueue, h.key, h.lease, std::int64_t(r.uniform(30, 300))};
+        c.held.erase(c.held.begin() + std::ptrdiff_t(pick));
+        if (what < 70)  // refreshed: the new token and its new expiry
+            return queue::Ack{kQueue, h.key, h.lease, payload(r.uniform(0, 1'000'000)),
+                              now + std::int64_t(r.uniform(100, 600))};
+        if (what < 80) return queue::Ack{kQueue, h.key, h.lease, std::nullopt, std::nullopt};
+        if (what < 95)
+            return queue::Release{kQueue, h.key, h.lease, std::int64_t(r.uniform(0, 50))};
+        return queue::Bury{kQueue, h.key, h.lease};
+    }
+    if (roll < 92) return queue::Delete{kQueue, key};
+    if (roll < 95) return queue::Kick{kQueue, std::uint32_t(r.uniform(1, 3))};
+    return queue::Advance{};
+}
+
+void Cluster::client_action() {
+    if (clients_.empty()) clients_.resize(kClients);
+    Client& c = clients_[client_rng_.uniform(0, kClients - 1)];
+    if (!healed_ && client_rng_.chance(0.03)) {
+        disconnect(c);
+    } else if (!healed_ && client_rng_.chance(0.7) && connect(c)) {
+        queue::Command cmd = next_command(c, clock_ms(*nodes_[c.node]));
+        const bool blocking = std::holds_alternative<queue::Take>(cmd) && client_rng_.chance(0.3);
+        submit(c, std::move(cmd), blocking ? std::int64_t(client_rng_.uniform(20, 200)) : 0);
+    }
+    const int k = leader_guess();
+    if (!healed_ && k >= 0 && client_rng_.chance(0.2)) {
+        Node& node = *nodes_[k];
+        std::uint64_t ctx = next_read_++;
+        if (node.shell->read_index(ctx)) {
+            reads_[ctx] = {node.id, acked_max_index_};
+            pump(k);
+        }
+    }
+    schedule(now_ + client_rng_.uniform(2'000, 20'000), EventKind::client, 0);
+}
+
+void Cluster::on_read_state(int k, const raft::ReadState& rs) {
+    auto it = reads_.find(rs.context);
+    if (it == reads_.end()) return;
+    if (it->second.node != nodes_[k]->id) {
+        checker_->fail("read state delivered to the wrong node");
+    } else if (rs.index < it->second.min_index) {
+        std::ostringstream os;
+        os << "stale read on node " << nodes_[k]->id << ": read index " << rs.index << " but index "
+           << it->second.min_index << " was acknowledged before the read began";
+        checker_->fail(os.str());
+    }
+    ++stats_.reads;
+    reads_.erase(it);
+}
+
+}  // namespace dueq::sim
