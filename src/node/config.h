@@ -1,4 +1,4 @@
-// A node's configuration: one TOML file (DESIGN §6). Every key is checked when the file
+// A node's configuration: one TOML file (docs/config.md). Every key is checked when the file
 // is read; an unknown key or a bad value stops the node with a message naming it.
 #pragma once
 

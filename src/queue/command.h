@@ -27,9 +27,8 @@ const char* to_string(Status s);
 
 enum class PutMode : std::uint8_t { upsert = 0, insert = 1, update = 2 };
 
-// Error codes of DESIGN §4 that the store itself can produce; the node adds the
-// transport ones (bad_request, not_leader, too_large, ...). Values are stable: they are
-// part of nothing persisted, but keep them in this order anyway.
+// The wire's error codes (docs/protocol.md): the store produces some, the node adds the
+// transport ones (bad_request, not_leader, too_large, ...).
 using Code = wire::Code;
 const char* to_string(Code c);  // "ok", "bad_request", ... as on the wire
 

@@ -199,7 +199,7 @@ void detail::StoreState::after_failed_attempt(Queue& q, Task* t, Millis not_befo
     link(q, t);
 }
 
-// The refresh order of DESIGN §2: among due tasks (time - lead_ms <= now), first the ones
+// The refresh order (docs/semantics.md): among due tasks (time - lead_ms <= now), first the ones
 // not yet late (now <= time) by earliest time, then the late ones (time < now) by earliest
 // time. When both kinds are waiting, late_share decides deterministically: each such take
 // adds late_ppm to a credit, and a take that finds the credit at a whole unit goes to the

@@ -1,6 +1,6 @@
 // The node's RocksDB: the Raft log and hard state, and the applied task state.
 //
-// Column families (DESIGN §3): `log` (index -> term, log time, type, data), `meta` (hard
+// Column families (docs/replication.md): `log` (index -> term, log time, type, data), `meta` (hard
 // state, applied index, log base, store-wide state), `tasks` ((queue, key) -> encoded
 // task), `overlay` (reserved for autonomous mode). Every value starts with a CRC-32C of
 // its key and body; a record whose checksum does not match is reported as corruption and

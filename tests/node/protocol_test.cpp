@@ -1,4 +1,4 @@
-// The client protocol over real TCP against an in-process node (DESIGN §4).
+// The client protocol over real TCP against an in-process node (docs/protocol.md).
 #include <catch2/catch.hpp>
 
 #include <chrono>

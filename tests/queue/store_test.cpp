@@ -1,4 +1,4 @@
-// One test per transition and per error of the task store (DESIGN §2, docs/semantics.md).
+// One test per transition and per error of the task store (docs/semantics.md).
 #include <catch2/catch.hpp>
 
 #include <cmath>

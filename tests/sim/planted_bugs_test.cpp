@@ -3,8 +3,8 @@
 // upwards, so the result is repeatable. Any change to the core, the shell, the store or
 // the simulator reshuffles runs, so the bounds come from measured catch rates
 // (docs/simulation.md) with a miss probability below 1e-5: e.g. commit_prior_term is
-// caught in about 1 seed of 740 with 3 nodes, so 10000 seeds. Rarer cases (5 nodes) are
-// in the long sweep, not here.
+// caught in about 1 seed of 1,430 with 3 nodes, so 17,000 seeds. Rarer cases (5 nodes)
+// are in the long sweep, not here.
 #include <catch2/catch.hpp>
 
 #include "sim/sim.h"
@@ -57,15 +57,15 @@ TEST_CASE("sim catches a vote granted to a candidate with an older log", "[sim][
 }
 
 TEST_CASE("sim catches commitment of a previous-term entry by counting", "[sim][planted]") {
-    // About 1 seed in 740 (3 nodes); 1 in 2500 with 5 nodes (docs/simulation.md).
-    expect_caught({PlantedBug::commit_prior_term, 3, true, 10000});
+    // About 1 seed in 1,430 (3 nodes); rarer with 5 nodes (docs/simulation.md).
+    expect_caught({PlantedBug::commit_prior_term, 3, true, 17000});
 }
 
 TEST_CASE("sim catches a vote replied before it is persisted", "[sim][planted]") {
     expect_caught({PlantedBug::vote_before_persist, 3, true, 10});
     // By its consequences alone (a crash between the reply and the write, then a second
-    // candidate in the same term): about 1 seed in 420 with 3 nodes.
-    expect_caught({PlantedBug::vote_before_persist, 3, false, 6000});
+    // candidate in the same term): about 1 seed in 555 with 3 nodes.
+    expect_caught({PlantedBug::vote_before_persist, 3, false, 7000});
 }
 
 TEST_CASE("sim catches an entry applied before it is committed", "[sim][planted]") {
