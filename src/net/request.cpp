@@ -148,7 +148,7 @@ Fail missing(const char* field) {
 }
 
 // The typed request for `op`, or the required field that is missing or out of range.
-std::variant<Body, Fail> build(Op op, Fields&& r, const Limits& lim) {
+std::variant<Body, Fail> build_body(Op op, Fields&& r, const Limits& lim) {
     using namespace queue;
     const bool keyed = op == Op::put || op == Op::get || op == Op::del || op == Op::touch ||
                        op == Op::ack || op == Op::release || op == Op::bury;
@@ -259,7 +259,7 @@ std::variant<Request, RequestError> decode_request(std::string_view frame, const
         return RequestError{Code::bad_request,
                             "unknown op '" + std::string(op_name->substr(0, 64)) + "'", req.id};
     req.op = known->second;
-    auto body = build(req.op, std::move(fields), limits);
+    auto body = build_body(req.op, std::move(fields), limits);
     if (auto* f = std::get_if<Fail>(&body))
         return RequestError{f->code, std::move(f->message), req.id};
     req.body = std::move(std::get<Body>(body));

@@ -38,10 +38,12 @@ int main(int argc, char** argv) {
     app.add_flag("--print-default-config", print_default, "print the built-in config and exit");
     std::string plant;
     app.add_option("--plant", plant,
-                   "tests only: run with a deliberate defect (reply_before_commit: the leader "
-                   "answers writes before they commit; or a Raft core defect: apply_uncommitted, "
-                   "commit_prior_term, vote_before_persist, vote_for_stale_log); needs a build "
-                   "with DUEQ_PLANTED_BUGS");
+                   "tests only: run with a deliberate defect of the Raft shell "
+                   "(reply_before_commit: the leader answers writes before they commit; "
+                   "shell_applies_uncommitted, lease_from_local_clock) or of the Raft core "
+                   "(apply_uncommitted, commit_prior_term, vote_before_persist, "
+                   "vote_for_stale_log, ack_before_persist); docs/simulation.md; needs a "
+                   "build with DUEQ_PLANTED_BUGS");
     bool power_cut = false;
     app.add_flag("--power-cut", power_cut,
                  "tests only: run RocksDB on a file system that tracks what was fsynced; "

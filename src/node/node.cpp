@@ -147,9 +147,9 @@ void Node::handle(const ConnPtr& conn, std::uint64_t id, net::Hello& hello) {
 
 void Node::handle(const ConnPtr& conn, std::uint64_t id, net::Write& write) {
     if (auto* take = std::get_if<queue::Take>(&write.command)) take->session = conn->session;
-    writes_->submit(std::move(write.command), write.wait_ms,
-                    std::make_shared<ConnReply>(conn, id, *this), now_ms());
-    arm_timer();
+    if (writes_->submit(std::move(write.command), write.wait_ms,
+                        std::make_shared<ConnReply>(conn, id, *this), now_ms()))
+        arm_timer();  // a parked take has a deadline
 }
 
 void Node::send_error(const ConnPtr& conn, std::uint64_t id, queue::Code code,

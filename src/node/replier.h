@@ -3,11 +3,15 @@
 // node makes itself).
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "shell/raft_shell.h"
 
 namespace dueq::node {
+
+class WritePath;
 
 class Replier {
   public:
@@ -16,6 +20,14 @@ class Replier {
     virtual bool open() const = 0;
     // The outcome: ok with the command's result, or an error code and message.
     virtual void answer(const shell::Outcome& outcome) = 0;
+
+  private:
+    // The write path's notes on the request it answers. They live here, not in the
+    // shell's callback, so that the callback holds one pointer and needs no allocation.
+    friend class WritePath;
+    WritePath* path_ = nullptr;
+    std::optional<std::int64_t> wait_until_;  // a take that waits again if it gets nothing
+    bool advance_ = false;                    // an Advance the write path proposed
 };
 using ReplyTo = std::shared_ptr<Replier>;
 

@@ -24,7 +24,7 @@ std::int64_t WritePath::store_now(std::int64_t now) const {
     return std::max(std::int64_t(shell_.applied().time), now);
 }
 
-void WritePath::submit(queue::Command cmd, std::int64_t wait_ms, ReplyTo to, std::int64_t now) {
+bool WritePath::submit(queue::Command cmd, std::int64_t wait_ms, ReplyTo to, std::int64_t now) {
     std::optional<std::int64_t> wait_until;
     if (auto* take = std::get_if<queue::Take>(&cmd); take && wait_ms > 0) {
         wait_until = now + wait_ms;
@@ -33,47 +33,61 @@ void WritePath::submit(queue::Command cmd, std::int64_t wait_ms, ReplyTo to, std
             return wait_for_task(std::move(to), std::move(*take), *wait_until);
     }
     propose_until(std::move(cmd), std::move(to), wait_until, now);
+    return false;
 }
 
 raft::Index WritePath::propose(queue::Command cmd, ReplyTo to, std::int64_t now) {
     return propose_until(std::move(cmd), std::move(to), std::nullopt, now);
 }
 
+namespace {
+// For the write path's own commands: nobody waits for their answer.
+struct Unanswered final : Replier {
+    bool open() const override { return true; }
+    void answer(const shell::Outcome&) override {}
+};
+}  // namespace
+
 raft::Index WritePath::propose_until(queue::Command cmd, ReplyTo to,
                                      std::optional<std::int64_t> wait_until, std::int64_t now) {
-    const bool advance = std::holds_alternative<queue::Advance>(cmd);
+    if (!to) to = std::make_shared<Unanswered>();
+    to->path_ = this;
+    to->wait_until_ = wait_until;
+    to->advance_ = std::holds_alternative<queue::Advance>(cmd);
+    const bool advance = to->advance_;
     const raft::Index index = shell_.propose(
-        std::move(cmd), now, [this, to = std::move(to), wait_until, advance](shell::Outcome& o) {
-            if (advance) advance_index_ = 0;
-            on_outcome(o, to, wait_until);
-        });
+        std::move(cmd), now, [to](shell::Outcome& o) { to->path_->on_outcome(o, to); });
     if (advance && index != 0) advance_index_ = index;
     return index;
 }
 
-void WritePath::on_outcome(shell::Outcome& o, const ReplyTo& to,
-                           std::optional<std::int64_t> wait_until) {
+void WritePath::on_outcome(shell::Outcome& o, const ReplyTo& to) {
+    if (to->advance_) advance_index_ = 0;
     if (o.code == Code::ok) {
         if (auto* take = std::get_if<queue::Take>(o.command)) {
             const std::int64_t now = shell_.now();
             // Applied, but the task it was woken for went to someone else: wait again.
+            const auto wait_until = to->wait_until_;
             if (o.result->ok() && o.result->tasks.empty() && wait_until && *wait_until > now) {
-                if (to && to->open()) wait_for_task(to, std::move(*take), *wait_until);
+                if (to->open()) wait_for_task(to, std::move(*take), *wait_until);
                 return;
             }
             if (!o.result->tasks.empty() && take->release_on_disconnect)
                 sessions_.took_tasks(take->session, now);
         }
     }
-    if (to) to->answer(o);
+    to->answer(o);
 }
 
-void WritePath::wait_for_task(ReplyTo to, queue::Take take, std::int64_t deadline) {
-    if (waiters_.full())
-        return answer_error(to, Code::unavailable,
-                            "too many blocking takes are waiting on this node ([limits] "
-                            "max_waiting_takes); not applied, retry later");
+bool WritePath::wait_for_task(ReplyTo to, queue::Take take, std::int64_t deadline) {
+    if (waiters_.full()) {
+        answer_error(to, Code::unavailable,
+                     "too many blocking takes are waiting on this node ([limits] "
+                     "max_waiting_takes); not applied, retry later");
+        return false;
+    }
     waiters_.park({std::move(to), std::move(take), deadline});
+    return true;
 }
 
 void WritePath::wake_waiters(const std::string& queue, std::int64_t now) {

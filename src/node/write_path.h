@@ -38,8 +38,9 @@ class WritePath {
     std::size_t waiting_takes() const { return waiters_.size(); }
 
     // A client's command. A take with wait_ms > 0 that finds nothing due on the leader
-    // waits here (parked) instead of going into the log.
-    void submit(queue::Command cmd, std::int64_t wait_ms, ReplyTo to, std::int64_t now);
+    // waits here (parked) instead of going into the log: then it returns true, and the
+    // owner's timer must look at next_deadline() again.
+    bool submit(queue::Command cmd, std::int64_t wait_ms, ReplyTo to, std::int64_t now);
     // Proposes without waiting (the node's own commands: settings, ReleaseSession,
     // Advance). Returns the entry's index, or 0 if refused (and answered).
     raft::Index propose(queue::Command cmd, ReplyTo to, std::int64_t now);
@@ -51,12 +52,13 @@ class WritePath {
     std::optional<std::int64_t> next_deadline() const;
 
   private:
-    void wait_for_task(ReplyTo to, queue::Take take, std::int64_t deadline);
+    // Parks a take; false (and answered `unavailable`) when too many wait.
+    bool wait_for_task(ReplyTo to, queue::Take take, std::int64_t deadline);
     void wake_waiters(const std::string& queue, std::int64_t now);
     // Proposes; a take that finds nothing when applied waits again until `wait_until`.
     raft::Index propose_until(queue::Command cmd, ReplyTo to,
                               std::optional<std::int64_t> wait_until, std::int64_t now);
-    void on_outcome(shell::Outcome& o, const ReplyTo& to, std::optional<std::int64_t> wait_until);
+    void on_outcome(shell::Outcome& o, const ReplyTo& to);
     std::int64_t store_now(std::int64_t now) const;
 
     WritePathSettings settings_;
