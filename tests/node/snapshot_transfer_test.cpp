@@ -74,3 +74,21 @@ TEST_CASE("a bad snapshot stream is dropped and says why") {
     CHECK_FALSE(t.receive(2, 1, chunk(3, true, ""), problem));
     CHECK_FALSE(t.received());
 }
+
+TEST_CASE("a snapshot the core refused does not replace the accepted one awaiting install") {
+    SnapshotTransfer t;
+    std::string problem;
+    CHECK_FALSE(t.receive(2, 1, chunk(0, false, "meta", 3, 100), problem));
+    auto first = t.receive(2, 1, chunk(1, true, pair("a", "1"), 3, 100), problem);
+    REQUIRE(first);
+    t.accept_received();  // the core took it; the install comes with its next Ready
+    CHECK_FALSE(t.receive(2, 1, chunk(0, false, "meta", 3, 90), problem));
+    auto second = t.receive(2, 1, chunk(1, true, pair("b", "2"), 3, 90), problem);
+    REQUIRE(second);
+    t.discard_received();  // the core refused this older one
+    CHECK_FALSE(t.take_received(second->snapshot->meta));
+    auto records = t.take_received(first->snapshot->meta);
+    REQUIRE(records);
+    CHECK(records->meta.index == 100);
+    CHECK_FALSE(t.take_received(first->snapshot->meta));  // once
+}

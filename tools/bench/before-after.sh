@@ -52,7 +52,10 @@ measure() {  # ADDRS SCENARIO QUEUE PIDS...
   before=$(cpu_ticks "$@")
   ops=$("$bench" "$scenario" -b dueq -a "$addrs" -c "$conns" -d 1 --warmup 1 -s "$secs" \
     --keys 20000 --queue "$queue" --json |
-    python3 -c 'import json,sys; print(round(json.load(sys.stdin)["results"][0]["ops_per_s"]))')
+    python3 -c 'import json,sys
+r = json.load(sys.stdin)["results"][0]
+print("  errors %s, empty takes %s" % (r["errors"], r["empty_takes"]), file=sys.stderr)
+print(round(r["ops_per_s"]))')
   awk -v ops="$ops" -v t=$(($(cpu_ticks "$@") - before)) -v hz="$clk_tck" -v s="$secs" \
     'BEGIN { printf "%d %.2f\n", ops, t / hz * 1e6 / (ops * (s + 1)) }'
 }
