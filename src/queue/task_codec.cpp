@@ -234,6 +234,9 @@ void Store::drain_changes(
             fn(q.name, key, impl_->encode_task(*t));
         }
     }
+    // Hand the emptied list back: its capacity serves the next changes (no allocation).
+    changes.clear();
+    if (impl_->changes.empty()) impl_->changes.swap(changes);
 }
 
 std::string Store::encode_meta() const {

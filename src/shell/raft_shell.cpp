@@ -260,9 +260,10 @@ void RaftShell::apply_entry(const raft::Entry& e) {
     }
     if (e.type != raft::EntryType::normal) {
         store_->advance(queue::Millis(applied_.time));
-        const std::size_t from = collect_changes();
-        if (hooks_.on_apply)
+        if (hooks_.on_apply) {
+            const std::size_t from = collect_changes();
             hooks_.on_apply(e, nullptr, nullptr, std::span(unwritten_.changes).subspan(from));
+        }
         // Our own term's first entry: everything before it is applied, so the replicated
         // settings are known.
         if (e.term == raft_->term() && is_leader() && hooks_.term_started) hooks_.term_started();
@@ -279,9 +280,12 @@ void RaftShell::apply_command(const raft::Entry& e, std::optional<Proposal> mine
                         ? queue::Millis(now_)
                         : queue::Millis(applied_.time);
     queue::Result result = store_->apply(*cmd, at);
-    const std::size_t from = collect_changes();
-    if (hooks_.on_apply)
+    // The observer sees each entry's changes; otherwise they are collected once per
+    // batch (persist_applied), which also writes a task changed twice only once.
+    if (hooks_.on_apply) {
+        const std::size_t from = collect_changes();
         hooks_.on_apply(e, &*cmd, &result, std::span(unwritten_.changes).subspan(from));
+    }
     if (!mine) return;
     if (mine->term != e.term)
         return answer(*mine, Code::not_leader,
@@ -299,6 +303,7 @@ std::size_t RaftShell::collect_changes() {
 }
 
 void RaftShell::persist_applied(const raft::SnapshotMeta& trim) {
+    collect_changes();
     if (unwritten_.changes.empty() && applied_.index == handed_index_ && trim.index == 0) return;
     unwritten_.applied_index = applied_.index;
     unwritten_.applied_time = std::int64_t(applied_.time);
