@@ -35,7 +35,6 @@ class WritePath {
     WritePath(const WritePathSettings& settings, shell::RaftShell& shell);
 
     ClientSessions& sessions() { return sessions_; }
-    std::size_t waiting_takes() const { return waiters_.size(); }
 
     // A client's command. A take with wait_ms > 0 that finds nothing due on the leader
     // waits here (parked) instead of going into the log: then it returns true, and the

@@ -1,8 +1,7 @@
 #include "sim/checker.h"
 
-#include <sstream>
-
 #include "sim/digest.h"
+#include "sim/text.h"
 
 namespace dueq::sim {
 
@@ -12,12 +11,6 @@ using raft::Role;
 using raft::Term;
 
 namespace {
-template <class... Args>
-std::string cat(Args&&... args) {
-    std::ostringstream os;
-    (os << ... << args);
-    return os.str();
-}
 
 struct LastEntry {
     Term term;

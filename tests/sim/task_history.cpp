@@ -1,18 +1,10 @@
 #include "sim/task_history.h"
 
 #include <algorithm>
-#include <sstream>
+
+#include "sim/text.h"
 
 namespace dueq::sim {
-
-namespace {
-template <class... Args>
-std::string cat(Args&&... args) {
-    std::ostringstream os;
-    (os << ... << args);
-    return os.str();
-}
-}  // namespace
 
 void TaskHistory::acknowledged(raft::Index index, raft::Term term) {
     auto [it, fresh] = acked_.emplace(index, term);
