@@ -127,6 +127,7 @@ Result<std::string> encode_request(const DeclareRequest& req, uint64_t id) {
     opt_int(w, "max_attempts", req.max_attempts);
     opt_int(w, "retention_ms", req.retention_ms);
     if (req.late_share) w.real("late_share", *req.late_share);
+    if (req.autonomous) w.boolean("autonomous", *req.autonomous);
     return w.finish();
 }
 

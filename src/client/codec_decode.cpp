@@ -57,6 +57,15 @@ Status get_opt_i64(const msgpack::object& map, std::string_view name, std::optio
     return ok_status();
 }
 
+// Absent: `out` keeps its value.
+Status get_bool(const msgpack::object& map, std::string_view name, bool* out) {
+    const msgpack::object* v = find(map, name);
+    if (!v) return ok_status();
+    if (v->type != msgpack::type::BOOLEAN) return bad("'" + std::string(name) + "' is not a boolean");
+    *out = v->via.boolean;
+    return ok_status();
+}
+
 Status get_double(const msgpack::object& map, std::string_view name, double* out) {
     const msgpack::object* v = find(map, name);
     if (!v) return ok_status();
@@ -214,6 +223,7 @@ Status decode_result(const msgpack::object& map, DeclareResponse* out) {
     DUEQ_TRY(get_i64(*s, "max_attempts", &q.max_attempts, false));
     DUEQ_TRY(get_i64(*s, "retention_ms", &q.retention_ms, false));
     DUEQ_TRY(get_double(*s, "late_share", &q.late_share));
+    DUEQ_TRY(get_bool(*s, "autonomous", &q.autonomous));
     return ok_status();
 }
 

@@ -41,6 +41,7 @@ struct QueueSettings {
     int64_t max_attempts = 0;
     int64_t retention_ms = 0;
     double late_share = 0;
+    bool autonomous = false;  // served by a node cut off from the majority (docs/autonomy.md)
 };
 
 struct DeclareRequest {
@@ -51,6 +52,7 @@ struct DeclareRequest {
     std::optional<int64_t> max_attempts;
     std::optional<int64_t> retention_ms;
     std::optional<double> late_share;
+    std::optional<bool> autonomous;
 };
 struct DeclareResponse {
     QueueSettings settings;

@@ -45,7 +45,7 @@ struct Fields {
     std::optional<std::int64_t> time, ttr_ms, timeout_ms, delay_ms, lead_ms, retention_ms;
     std::optional<std::uint64_t> lease, session, count, max_attempts;
     std::optional<double> late_share;
-    std::optional<bool> release_on_disconnect;
+    std::optional<bool> release_on_disconnect, autonomous;
     std::optional<queue::PutMode> mode;
     bool consistency_leader = false;
     std::optional<std::string> token;
@@ -115,6 +115,10 @@ std::optional<Fail> read_field(std::string_view name, const MsgValue& v, Fields&
         auto d = v.as_number();
         if (!d || !std::isfinite(*d) || *d < 0 || *d > 1) return bad_type("a number in 0..1");
         r.late_share = *d;
+    } else if (name == "autonomous") {
+        auto b = v.as_bool();
+        if (!b) return bad_type("a boolean");
+        r.autonomous = *b;
     } else if (name == "release_on_disconnect") {
         auto b = v.as_bool();
         if (!b) return bad_type("a boolean");
@@ -174,7 +178,7 @@ std::variant<Body, Fail> build_body(Op op, Fields&& r, const Limits& lim) {
             return Write{Declare{
                 std::move(r.queue), r.lead_ms, r.ttr_ms, r.retention_ms,
                 r.max_attempts ? std::optional(std::uint32_t(*r.max_attempts)) : std::nullopt,
-                r.late_share}};
+                r.late_share, r.autonomous}};
         case Op::put:
             if (!r.payload) return missing("payload");
             return Write{Put{std::move(r.queue), std::move(key), std::move(*r.payload), r.time,

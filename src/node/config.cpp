@@ -45,6 +45,7 @@ ttr_ms = 60000
 max_attempts = 0
 retention_ms = 3600000
 late_share = 0.0
+autonomous = false
 )";
 
 [[noreturn]] void fail(const std::string& source, const std::string& what) {
@@ -81,7 +82,8 @@ std::string get_str(const toml::table& t, const char* key, const std::string& df
 
 queue::QueueSettings parse_queue(const toml::table& t, queue::QueueSettings s,
                                  const std::string& where, const std::string& source) {
-    check_keys(t, where, {"lead_ms", "ttr_ms", "max_attempts", "retention_ms", "late_share"},
+    check_keys(t, where,
+               {"lead_ms", "ttr_ms", "max_attempts", "retention_ms", "late_share", "autonomous"},
                source);
     constexpr std::int64_t kYear = 366LL * 24 * 3600 * 1000;
     s.lead_ms = get_int<std::int64_t>(t, "lead_ms", s.lead_ms, 0, kYear, where, source);
@@ -95,6 +97,10 @@ queue::QueueSettings parse_queue(const toml::table& t, queue::QueueSettings s,
         if (!d || !(n->is_floating_point() || n->is_integer()) || *d < 0 || *d > 1)
             fail(source, "[" + where + "] late_share must be a number in 0..1");
         s.late_share = *d;
+    }
+    if (auto n = t.get("autonomous")) {
+        if (!n->is_boolean()) fail(source, "[" + where + "] autonomous must be true or false");
+        s.autonomous = *n->value<bool>();
     }
     return s;
 }
@@ -156,7 +162,7 @@ void parse_dial(const toml::table& node, Config& c, const std::string& source) {
 void parse_raft(const toml::table& t, RaftTimings& r, const std::string& source) {
     check_keys(t, "raft",
                {"tick_ms", "heartbeat_ms", "election_timeout_ms", "snapshot_entries",
-                "proposal_timeout_ms", "max_snapshot_mib"},
+                "proposal_timeout_ms", "max_snapshot_mib", "autonomy_after_ms"},
                source);
     r.tick_ms = get_int<std::uint32_t>(t, "tick_ms", r.tick_ms, 1, 1000, "raft", source);
     r.heartbeat_ms =
@@ -168,6 +174,8 @@ void parse_raft(const toml::table& t, RaftTimings& r, const std::string& source)
     r.proposal_timeout_ms = get_int<std::uint32_t>(t, "proposal_timeout_ms", 0, 0, 3'600'000,
                                                    "raft", source);
     if (r.proposal_timeout_ms == 0) r.proposal_timeout_ms = 3 * r.election_timeout_ms;
+    r.autonomy_after_ms = get_int<std::uint32_t>(t, "autonomy_after_ms", 3 * r.election_timeout_ms,
+                                                 0, 86'400'000, "raft", source);
     r.max_snapshot_mib = get_int<std::uint64_t>(t, "max_snapshot_mib", r.max_snapshot_mib, 1,
                                                 std::uint64_t(1) << 30, "raft", source);
     if (r.heartbeat_ms < r.tick_ms)

@@ -35,6 +35,10 @@ struct RaftTimings {
     // A snapshot stream from the leader bigger than this is refused (it is held in memory
     // while it arrives).
     std::uint64_t max_snapshot_mib = 16 * 1024;
+    // A member that has seen no leader holding a quorum for this long serves its
+    // autonomous queues on its own (docs/autonomy.md). 0: never. Absent from the file:
+    // 3 x election_timeout_ms.
+    std::uint32_t autonomy_after_ms = 3000;
 };
 
 struct Config {

@@ -148,7 +148,7 @@ std::string status_reply(std::uint64_t id, const StatusInfo& s) {
 namespace {
 void declare_fields(FrameBuilder& f, const queue::QueueSettings& s) {
     f.key("settings");
-    f.pk().pack_map(5);
+    f.pk().pack_map(6);
     f.key("lead_ms");
     f.pk().pack_int64(s.lead_ms);
     f.key("ttr_ms");
@@ -159,6 +159,8 @@ void declare_fields(FrameBuilder& f, const queue::QueueSettings& s) {
     f.pk().pack_int64(s.retention_ms);
     f.key("late_share");
     f.pk().pack_double(s.late_share);
+    f.key("autonomous");
+    f.pk().pack(s.autonomous);
 }
 
 void take_fields(FrameBuilder& f, const std::vector<queue::TakenTask>& tasks) {

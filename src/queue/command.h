@@ -42,6 +42,10 @@ struct QueueSettings {
     std::uint32_t max_attempts = 0;
     Millis retention_ms = 3'600'000;  // how long a done task is kept (refuses put mode=insert)
     double late_share = 0.0;          // 0..1: share of takes reserved for late tasks
+    // A node cut off from the majority keeps serving this queue on its own, and merges
+    // what it did when the partition heals (docs/autonomy.md). Tasks may then run once
+    // on each side, so a queue opts in.
+    bool autonomous = false;
     bool operator==(const QueueSettings&) const = default;
 };
 
@@ -50,6 +54,7 @@ struct Declare {
     std::optional<Millis> lead_ms, ttr_ms, retention_ms;
     std::optional<std::uint32_t> max_attempts;
     std::optional<double> late_share;
+    std::optional<bool> autonomous;
 };
 struct Put {
     std::string queue, key;
@@ -97,12 +102,22 @@ struct ReleaseSession {
     SessionId session = 0;
 };
 
+// A write an autonomous node made while cut off (docs/autonomy.md), proposed when it
+// follows a leader again: per key, the write with the larger hlc wins.
+struct Merge {
+    std::string queue, key;
+    std::optional<std::string> task;  // the task as that node left it (encoded); nullopt: deleted
+    std::uint64_t hlc = 0;            // of that write (a deletion's own stamp for nullopt)
+    std::uint64_t base_hlc = 0;       // the key's hlc when that node was cut off (0: none)
+    std::uint64_t origin = 0;         // raft id of the node that made it
+};
+
 // Nothing but time: the leader logs one when leases or delays have run out and no other
 // command would carry the store's time past them (every replica then moves together).
 struct Advance {};
 
 using Command = std::variant<Declare, Put, Delete, Take, Touch, Ack, Release, Bury, Kick,
-                             ReleaseSession, Advance>;
+                             ReleaseSession, Advance, Merge>;
 
 // A task as handed to a client by take.
 struct TakenTask {
@@ -111,6 +126,13 @@ struct TakenTask {
     LeaseId lease = 0;
     Millis lease_until = 0;
     std::uint32_t attempts = 0;
+};
+
+// What applying a Merge did.
+enum class MergeOutcome : std::uint8_t {
+    none = 0,
+    taken_over,  // the merged write was newer: it is the task now
+    kept,        // the state here was as new or newer: the merged write was dropped
 };
 
 // What applying a command returned. Fields beyond code/message are filled by the
@@ -123,6 +145,8 @@ struct Result {
     std::uint32_t kicked = 0;      // kick
     std::vector<TakenTask> tasks;  // take
     QueueSettings settings;        // declare
+    MergeOutcome merge = MergeOutcome::none;  // merge
+    bool both_sides_wrote = false;  // merge: the key was written on both sides of the cut
     static Result error(Code c, std::string msg) {
         Result r;
         r.code = c;

@@ -1,7 +1,8 @@
 // Log encoding of commands: [format, tag, fields...], one msgpack array per command.
 // Optional fields are nil when absent. Keys and payloads are bin, queue names str.
 //
-//   1 Declare        queue, lead_ms, ttr_ms, retention_ms, max_attempts, late_share
+//   1 Declare        queue, lead_ms, ttr_ms, retention_ms, max_attempts, late_share,
+//                    autonomous (older entries end before it)
 //   2 Put            queue, key, payload, time, mode
 //   3 Delete         queue, key
 //   4 Take           queue, count, ttr_ms, session, release_on_disconnect
@@ -12,9 +13,11 @@
 //   9 Kick           queue, count
 //  10 ReleaseSession session
 //  11 Advance        (no fields)
+//  12 Merge          queue, key, task (bin, nil = deleted), hlc, base_hlc, origin
 //
-// Tags are stable forever; a new field means a new format number, and decode keeps
-// reading every older format.
+// Tags are stable forever. A new field goes at the end of its command, and decode keeps
+// reading entries written before it (field_count_before); anything else needs a new
+// format number.
 #include "queue/command_codec.h"
 
 #include "queue/msgpack_fields.h"
@@ -41,15 +44,21 @@ constexpr std::uint64_t tag_of() {
     if constexpr (is_same_v<T, Kick>) return 9;
     if constexpr (is_same_v<T, ReleaseSession>) return 10;
     if constexpr (is_same_v<T, Advance>) return 11;
+    if constexpr (is_same_v<T, Merge>) return 12;
 }
 
 // Number of fields after [format, tag].
 constexpr std::uint32_t field_count(std::uint64_t tag) {
-    constexpr std::uint32_t counts[] = {0, 6, 5, 2, 5, 4, 5, 4, 3, 2, 1, 0};
+    constexpr std::uint32_t counts[] = {0, 7, 5, 2, 5, 4, 5, 4, 3, 2, 1, 0, 6};
     return tag < std::size(counts) ? counts[tag] : 0;
 }
+// The field count of entries written before the last field was added (Declare had no
+// `autonomous`); the same as field_count for commands never extended.
+constexpr std::uint32_t field_count_before(std::uint64_t tag) {
+    return tag == 1 ? 6 : field_count(tag);
+}
 constexpr bool known_tag(std::uint64_t tag) {
-    return tag >= 1 && tag <= 11;
+    return tag >= 1 && tag <= 12;
 }
 
 void pack_fields(Packer& p, const Declare& c) {
@@ -59,6 +68,7 @@ void pack_fields(Packer& p, const Declare& c) {
     detail::pack_optional(p, c.retention_ms);
     detail::pack_optional(p, c.max_attempts);
     detail::pack_optional(p, c.late_share);
+    detail::pack_optional(p, c.autonomous);
 }
 void pack_fields(Packer& p, const Put& c) {
     detail::pack_text(p, c.queue);
@@ -114,6 +124,18 @@ void pack_fields(Packer& p, const ReleaseSession& c) {
     p.pack(c.session);
 }
 void pack_fields(Packer&, const Advance&) {}
+void pack_fields(Packer& p, const Merge& c) {
+    detail::pack_text(p, c.queue);
+    detail::pack_bytes(p, c.key);
+    if (c.task) {
+        detail::pack_bytes(p, *c.task);
+    } else {
+        p.pack_nil();
+    }
+    p.pack(c.hlc);
+    p.pack(c.base_hlc);
+    p.pack(c.origin);
+}
 
 using detail::read_bool;
 using detail::read_double;
@@ -126,12 +148,13 @@ bool read_payload(const msgpack::object& o, std::string* out) {
     return read_string(o, out);
 }
 
-bool read_fields(const msgpack::object* f, Declare& c) {
+bool read_fields(const msgpack::object* f, std::uint32_t n, Declare& c) {
     return read_string(f[0], &c.queue) && read_optional(f[1], &c.lead_ms, read_int) &&
            read_optional(f[2], &c.ttr_ms, read_int) &&
            read_optional(f[3], &c.retention_ms, read_int) &&
            read_optional(f[4], &c.max_attempts, read_uint_as<std::uint32_t>) &&
-           read_optional(f[5], &c.late_share, read_double);
+           read_optional(f[5], &c.late_share, read_double) &&
+           (n < 7 || read_optional(f[6], &c.autonomous, read_bool));
 }
 bool read_fields(const msgpack::object* f, Put& c) {
     std::uint8_t mode = 0;
@@ -174,14 +197,26 @@ bool read_fields(const msgpack::object* f, ReleaseSession& c) {
 bool read_fields(const msgpack::object*, Advance&) {
     return true;
 }
+bool read_fields(const msgpack::object* f, Merge& c) {
+    return read_string(f[0], &c.queue) && read_string(f[1], &c.key) &&
+           read_optional(f[2], &c.task, read_payload) && read_uint_as(f[3], &c.hlc) &&
+           read_uint_as(f[4], &c.base_hlc) && read_uint_as(f[5], &c.origin);
+}
+// Commands that never gained a field read the same whatever the count (checked by the
+// caller).
+template <class T>
+bool read_fields(const msgpack::object* f, std::uint32_t, T& c) {
+    return read_fields(f, c);
+}
 
 template <std::size_t I = 0>
-std::optional<Command> decode_alternative(std::uint64_t tag, const msgpack::object* fields) {
+std::optional<Command> decode_alternative(std::uint64_t tag, const msgpack::object* fields,
+                                          std::uint32_t n) {
     if constexpr (I < std::variant_size_v<Command>) {
         using T = std::variant_alternative_t<I, Command>;
-        if (tag != tag_of<T>()) return decode_alternative<I + 1>(tag, fields);
+        if (tag != tag_of<T>()) return decode_alternative<I + 1>(tag, fields, n);
         T c;
-        if (!read_fields(fields, c)) return std::nullopt;
+        if (!read_fields(fields, n, c)) return std::nullopt;
         return Command(std::move(c));
     } else {
         return std::nullopt;
@@ -217,8 +252,8 @@ std::optional<Command> decode_command(std::string_view bytes) {
     std::uint64_t format = 0, tag = 0;
     if (n < 2 || !detail::read_uint(a[0], 255, &format) || format != kFormat) return std::nullopt;
     if (!detail::read_uint(a[1], 255, &tag) || !known_tag(tag)) return std::nullopt;
-    if (n != 2 + field_count(tag)) return std::nullopt;
-    return decode_alternative(tag, a + 2);
+    if (n != 2 + field_count(tag) && n != 2 + field_count_before(tag)) return std::nullopt;
+    return decode_alternative(tag, a + 2, n - 2);
 }
 
 }  // namespace dueq::queue

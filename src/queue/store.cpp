@@ -48,10 +48,13 @@ class Applier {
     Result operator()(const Kick& c);
     Result operator()(const ReleaseSession& c);
     Result operator()(const Advance&) { return Result{}; }
+    Result operator()(const Merge& c);
 
   private:
     std::optional<Result> check_queue(const std::string& q) const;
     std::optional<Result> check_key(const std::string& q, const std::string& key) const;
+    // While forked (autonomous mode), only the queues that opt in may change.
+    std::optional<Result> check_writable(const std::string& q) const;
     // Finds a taken task by key and lease, or says why not.
     Result find_leased(const std::string& queue, const std::string& key, LeaseId lease, Queue** q,
                        Task** t) const;
@@ -75,9 +78,19 @@ std::optional<Result> Applier::check_key(const std::string& q, const std::string
     return std::nullopt;
 }
 
+std::optional<Result> Applier::check_writable(const std::string& queue) const {
+    if (!s_.fork) return std::nullopt;
+    const Queue* q = s_.find_queue(queue);
+    if (q ? q->settings.autonomous : s_.base_settings().autonomous) return std::nullopt;
+    return Result::error(Code::no_quorum,
+                         "this node is cut off from the majority and the queue is not "
+                         "autonomous; not applied");
+}
+
 Result Applier::find_leased(const std::string& queue, const std::string& key, LeaseId lease,
                             Queue** q, Task** t) const {
     if (auto r = check_key(queue, key)) return *r;
+    if (auto r = check_writable(queue)) return *r;
     *q = s_.find_queue(queue);
     *t = *q ? s_.table.find((*q)->id, key) : nullptr;
     if (*t == nullptr) return Result::error(Code::not_found, "no such task");
@@ -108,6 +121,7 @@ Result Applier::operator()(const Declare& c) {
     if (c.retention_ms) d.retention_ms = c.retention_ms;
     if (c.max_attempts) d.max_attempts = c.max_attempts;
     if (c.late_share) d.late_share = c.late_share;
+    if (c.autonomous) d.autonomous = c.autonomous;
     Result r;
     if (q) {
         s_.recompute_settings(*q);
@@ -129,6 +143,7 @@ Result Applier::operator()(const Put& c) {
     if (c.mode != PutMode::upsert && c.mode != PutMode::insert && c.mode != PutMode::update) {
         return bad("unknown put mode");
     }
+    if (auto r = check_writable(c.queue)) return *r;
     Queue* q = s_.find_queue(c.queue);
     Task* t = q ? s_.table.find(q->id, c.key) : nullptr;
     if (t != nullptr && c.mode == PutMode::insert) {
@@ -146,6 +161,7 @@ Result Applier::operator()(const Put& c) {
         if (t->state() == State::taken) s_.drop_lease(t);
         t = s_.set_payload(t, c.payload);
     } else {
+        if (s_.fork) s_.journal(q->id, c.key, nullptr);
         t = Task::create(s_.arena, q->id, c.key, c.payload);
         s_.table.insert(t);
     }
@@ -164,6 +180,7 @@ Result Applier::operator()(const Put& c) {
 
 Result Applier::operator()(const Delete& c) {
     if (auto r = check_key(c.queue, c.key)) return *r;
+    if (auto r = check_writable(c.queue)) return *r;
     Queue* q = s_.find_queue(c.queue);
     Task* t = q ? s_.table.find(q->id, c.key) : nullptr;
     if (t == nullptr) return Result::error(Code::not_found, "no such task");
@@ -176,6 +193,7 @@ Result Applier::operator()(const Take& c) {
     if (auto r = check_queue(c.queue)) return *r;
     if (c.count == 0 || c.count > s_.limits.max_take_count) return bad("count out of range");
     if (c.ttr_ms && !valid_lease_length(*c.ttr_ms)) return bad("ttr_ms out of range");
+    if (auto r = check_writable(c.queue)) return *r;
     Result r;
     Queue* q = s_.find_queue(c.queue);
     if (q == nullptr) return r;  // reading an unknown queue does not create it
@@ -185,6 +203,7 @@ Result Applier::operator()(const Take& c) {
         bool contested = false, late = false;
         Task* t = s_.pick_for_take(*q, now_, &contested, &late);
         if (t == nullptr) break;
+        s_.before_change(t);
         q->ready.erase(q->ready.iterator_to(*t));
         if (max != 0 && t->attempts >= max) {
             // Only reachable when max_attempts was lowered after the task failed: it
@@ -301,11 +320,13 @@ Result Applier::operator()(const Bury& c) {
 Result Applier::operator()(const Kick& c) {
     if (auto r = check_queue(c.queue)) return *r;
     if (c.count == 0 || c.count > s_.limits.max_kick_count) return bad("count out of range");
+    if (auto r = check_writable(c.queue)) return *r;
     Result r;
     Queue* q = s_.find_queue(c.queue);
     if (q == nullptr) return r;
     while (r.kicked < c.count && !q->buried.empty()) {
         Task* t = &*q->buried.begin();
+        s_.before_change(t);
         q->buried.erase(q->buried.begin());
         t->attempts = 0;  // a kicked task gets a fresh set of attempts
         t->set_state(State::ready);
@@ -324,6 +345,7 @@ Result Applier::operator()(const ReleaseSession& c) {
         Task* t = it->task;
         ++it;  // drop_lease erases the current entry
         Queue& q = *s_.queues[t->queue_id];
+        if (!s_.writable(q)) continue;  // forked: the majority releases it
         s_.unlink(q, t);
         s_.drop_lease(t);
         // As if the lease ran out now: the take already counted the attempt.
@@ -339,6 +361,36 @@ Result Applier::operator()(const ReleaseSession& c) {
     return Result{};
 }
 
+// Per key, the write with the larger hlc wins (docs/autonomy.md). The merged record is
+// put in place as that node left it, lease included: its lease id is from that node's
+// own space, so its holder may still ack it here, and nobody else's lease matches it.
+Result Applier::operator()(const Merge& c) {
+    if (auto r = check_key(c.queue, c.key)) return *r;
+    Queue* q = s_.find_queue(c.queue);
+    Task* t = q ? s_.table.find(q->id, c.key) : nullptr;
+    const std::uint64_t here = t ? t->hlc : 0;
+    Result r;
+    r.both_sides_wrote = here > c.base_hlc && c.hlc > c.base_hlc;
+    if (c.hlc <= here) {
+        r.merge = MergeOutcome::kept;
+        return r;
+    }
+    if (c.task) {
+        const std::uint64_t version = t ? t->version : 0;
+        Task* n = s_.install_task(c.queue, c.key, *c.task, true);
+        if (n == nullptr) return bad("the merged task does not decode");
+        n->hlc = c.hlc;
+        n->version = std::min<std::uint64_t>(std::max<std::uint64_t>(n->version, version + 1),
+                                             detail::kMaxVersion);
+        r.version = n->version;
+    } else if (t != nullptr) {
+        s_.remove_task(*q, t, true);
+        s_.update_calendar(*q);
+    }
+    r.merge = MergeOutcome::taken_over;
+    return r;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------- Store
@@ -350,6 +402,11 @@ Result Store::apply(const Command& cmd, Millis now) {
     impl_->advance(now);
     // A log time behind an earlier one (it should not happen: the leader keeps its clock
     // monotonic) is taken as the latest time seen, so state never moves back in time.
+    if (impl_->fork &&
+        (std::holds_alternative<Declare>(cmd) || std::holds_alternative<Merge>(cmd))) {
+        return Result::error(Code::no_quorum,
+                             "this node is cut off from the majority; not applied");
+    }
     Applier applier(*impl_, std::max(now, impl_->now));
     return std::visit(applier, cmd);
 }

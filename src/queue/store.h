@@ -57,6 +57,21 @@ struct StoreLimits {
 };
 inline constexpr StoreLimits kApplyLimits{65535, std::size_t(1) << 30, 1'000'000, 100'000, 256};
 
+// Lease ids a node grants in autonomous mode have this bit set (the majority's counter
+// never gets there), so a lease from one side of a partition never fences the other's.
+inline constexpr LeaseId kAutonomousLeases = LeaseId{1} << 63;
+
+// One key as an autonomous node left it (docs/autonomy.md): what it writes to its overlay
+// and later proposes as a Merge.
+struct OverlayRecord {
+    std::optional<std::string> task;  // encoded; nullopt: deleted
+    std::uint64_t hlc = 0;            // of the write (for a deletion, its own stamp)
+    std::uint64_t base_hlc = 0;       // the key's hlc when the fork began (0: none)
+    bool operator==(const OverlayRecord&) const = default;
+};
+std::string encode_overlay_record(const OverlayRecord& r);
+std::optional<OverlayRecord> decode_overlay_record(std::string_view bytes);
+
 class Store {
   public:
     explicit Store(StoreLimits limits = {});
@@ -107,10 +122,30 @@ class Store {
     // hash buckets), by its own accounting.
     std::size_t overhead_bytes() const;
 
+    // ---- autonomous mode (docs/autonomy.md) ----
+
+    // Starts a fork: from now on the store is this node's own, cut-off view. Commands
+    // apply as usual on queues with `autonomous` set and get no_quorum on the others;
+    // Declare and Merge are refused; takes hand out leases from `lease_base` on (which
+    // must have kAutonomousLeases set). What changes is reported by drain_fork, never by
+    // drain_changes. False (and nothing done) if changes are still undrained or a fork is
+    // on.
+    bool fork(LeaseId lease_base);
+    bool forked() const;
+    // Calls `fn` once for every (queue, key) the fork changed since the last call.
+    void drain_fork(const std::function<void(std::string_view queue, std::string_view key,
+                                             const OverlayRecord&)>& fn);
+    // Ends the fork: every task, lease and counter is as fork() found it.
+    void rollback();
+    // While forked: puts a record of an earlier fork back (a restart in autonomous mode).
+    // False if it does not decode or no fork is on.
+    bool load_overlay(std::string_view queue, std::string_view key, const OverlayRecord& r);
+
     // ---- persistence (storage writes the applied state; restart loads it) ----
 
     // Calls `fn` once for every (queue, key) changed since the last call, with the task
     // as it is now, or nullptr-equivalent (nullopt) if it is gone; then forgets them.
+    // Reports nothing while forked.
     void drain_changes(
         const std::function<void(std::string_view queue, std::string_view key,
                                  const std::optional<std::string>& encoded_task)>& fn);

@@ -40,6 +40,7 @@ struct DeclaredSettings {
     std::optional<Millis> lead_ms, ttr_ms, retention_ms;
     std::optional<std::uint32_t> max_attempts;
     std::optional<double> late_share;
+    std::optional<bool> autonomous;
     bool operator==(const DeclaredSettings&) const = default;
 };
 
@@ -77,6 +78,21 @@ struct SessionLease {
     }
 };
 
+// What a fork (Store::fork) keeps to undo itself: the state before the fork of every task
+// it touched, and the store-wide values it may move.
+struct ForkJournal {
+    struct Before {
+        std::optional<std::string> task;  // encoded; nullopt: there was no such task
+        std::uint64_t hlc = 0;            // the task's hlc then (0: none)
+    };
+    std::map<std::pair<std::uint16_t, std::string>, Before> before;
+    // Deletions in the fork: the hlc the deletion is merged at.
+    std::map<std::pair<std::uint16_t, std::string>, std::uint64_t> deleted_at;
+    Millis now = 0;
+    LeaseId next_lease = 0;
+    std::vector<std::int64_t> late_credit;  // by queue id
+};
+
 // Everything the store holds. Store::Impl is this under the name store.h declares; the
 // state is a detail type of its own so helpers in .cpp files may name it.
 struct StoreState {
@@ -100,6 +116,8 @@ struct StoreState {
 
     std::vector<std::pair<std::uint16_t, std::string>> changes;
 
+    std::unique_ptr<ForkJournal> fork;  // set while forked (autonomous mode)
+
     explicit StoreState(StoreLimits l) : limits(l) {}
     ~StoreState();  // returns every task to the arena
     StoreState(const StoreState&) = delete;
@@ -116,6 +134,13 @@ struct StoreState {
     void link(Queue& q, Task* t);
     void unlink(Queue& q, Task* t);
     void mark_changed(Task* t);
+    // Called before a task changes or goes away; records its old state while forked.
+    void before_change(const Task* t) {
+        if (fork) journal(t->queue_id, t->key(), t);
+    }
+    void journal(std::uint16_t queue_id, std::string_view key, const Task* t);
+    // While forked, only queues with `autonomous` set may change.
+    bool writable(const Queue& q) const { return !fork || q.settings.autonomous; }
     void bump(Task* t, Millis at);
     void grant_lease(Task* t, LeaseRec rec);
     void drop_lease(Task* t);
@@ -135,6 +160,10 @@ struct StoreState {
     // ---- persistence (task_codec.cpp) ----
     std::string encode_task(const Task& t) const;
     bool load_task(std::string_view queue, std::string_view key, std::string_view encoded);
+    // Decodes and puts a task in place of any task with its key; nullptr (and nothing
+    // changed) if it does not decode.
+    Task* install_task(std::string_view queue, std::string_view key, std::string_view encoded,
+                       bool record_change);
     std::string encode_meta() const;
     bool load_meta(std::string_view encoded);
 };

@@ -51,6 +51,7 @@ void overlay(QueueSettings& s, const detail::DeclaredSettings& d) {
     if (d.retention_ms) s.retention_ms = *d.retention_ms;
     if (d.max_attempts) s.max_attempts = *d.max_attempts;
     if (d.late_share) s.late_share = *d.late_share;
+    if (d.autonomous) s.autonomous = *d.autonomous;
 }
 }  // namespace
 
@@ -102,6 +103,7 @@ void detail::StoreState::link(Queue& q, Task* t) {
 }
 
 void detail::StoreState::unlink(Queue& q, Task* t) {
+    before_change(t);
     switch (t->state()) {
         case State::ready:
             q.ready.erase(q.ready.iterator_to(*t));
@@ -161,6 +163,10 @@ void detail::StoreState::remove_task(Queue& q, Task* t, bool record_change) {
 }
 
 void detail::StoreState::destroy_unlinked(Task* t, bool record_change) {
+    if (fork && record_change) {
+        const std::uint64_t stamp = static_cast<std::uint64_t>(std::max<Millis>(now, 0)) << 16;
+        fork->deleted_at[{t->queue_id, std::string(t->key())}] = std::max(t->hlc + 1, stamp);
+    }
     table.erase(t);
     if (record_change && !t->dirty) changes.emplace_back(t->queue_id, std::string(t->key()));
     Task::destroy(arena, t);
@@ -230,6 +236,7 @@ Task* detail::StoreState::pick_for_take(Queue& q, Millis at, bool* contested, bo
 void detail::StoreState::expire(Queue& q, Millis to) {
     while (!q.taken.empty() && q.taken.begin()->aux <= to) {
         Task* t = &*q.taken.begin();
+        before_change(t);
         const Millis lease_until = t->aux;
         q.taken.erase(q.taken.begin());
         drop_lease(t);
@@ -240,6 +247,7 @@ void detail::StoreState::expire(Queue& q, Millis to) {
     while (!q.delayed.empty() && q.delayed.begin()->aux <= to) {
         // The end of a delay is no write: status stays ready, so no version bump.
         Task* t = &*q.delayed.begin();
+        before_change(t);
         q.delayed.erase(q.delayed.begin());
         t->set_state(State::ready);
         t->aux = 0;
@@ -254,6 +262,18 @@ void detail::StoreState::expire(Queue& q, Millis to) {
 void detail::StoreState::advance(Millis to) {
     if (to <= now) return;
     now = to;
+    if (fork) {
+        // A fork leaves the queues that do not opt in as they are: their time moves on
+        // when the majority's entries arrive.
+        std::vector<std::uint16_t> due;
+        for (auto it = calendar.begin(); it != calendar.end() && it->first <= to; ++it)
+            if (queues[it->second]->settings.autonomous) due.push_back(it->second);
+        for (std::uint16_t id : due) {
+            expire(*queues[id], to);
+            update_calendar(*queues[id]);
+        }
+        return;
+    }
     while (!calendar.empty() && calendar.begin()->first <= to) {
         Queue& q = *queues[calendar.begin()->second];
         expire(q, to);

@@ -7,7 +7,9 @@
 //   state: 0 ready, 1 taken, 2 buried, 3 done, 4 ready but held back until aux
 // meta:
 //   [1, now, next_lease, [[queue, lead_ms, ttr_ms, retention_ms, max_attempts,
-//                          late_share, late_credit], ...]]   (settings nil = not declared)
+//                          late_share, late_credit, autonomous], ...],
+//    [lead_ms, ttr_ms, retention_ms, max_attempts, late_share, autonomous]]
+//   (settings nil = not declared; older metas lack the defaults, and `autonomous`)
 #include "queue/msgpack_fields.h"
 #include "queue/store_impl.h"
 
@@ -94,9 +96,10 @@ void pack_declared(detail::Packer& p, const detail::DeclaredSettings& d) {
 bool decode_queue(const msgpack::object& o, DecodedQueue* q) {
     std::uint32_t n = 0;
     const msgpack::object* a = detail::array_items(o, &n);
-    if (n != 7) return false;
+    if (n != 7 && n != 8) return false;
     return detail::read_string(a[0], &q->name) && !q->name.empty() &&
-           decode_declared(a + 1, q->declared) && detail::read_int(a[6], &q->late_credit);
+           decode_declared(a + 1, q->declared) && detail::read_int(a[6], &q->late_credit) &&
+           (n == 7 || detail::read_optional(a[7], &q->declared.autonomous, detail::read_bool));
 }
 
 }  // namespace
@@ -124,16 +127,25 @@ std::string detail::StoreState::encode_task(const Task& t) const {
 
 bool detail::StoreState::load_task(std::string_view queue, std::string_view key,
                                    std::string_view encoded) {
-    if (queue.empty() || queue.size() > detail::kMaxKeyBytes) return false;
-    if (key.empty() || key.size() > detail::kMaxKeyBytes) return false;
+    return install_task(queue, key, encoded, false) != nullptr;
+}
+
+detail::Task* detail::StoreState::install_task(std::string_view queue, std::string_view key,
+                                               std::string_view encoded, bool record_change) {
+    if (queue.empty() || queue.size() > detail::kMaxKeyBytes) return nullptr;
+    if (key.empty() || key.size() > detail::kMaxKeyBytes) return nullptr;
     auto oh = detail::unpack_whole(encoded, task_limits());
-    if (!oh) return false;
+    if (!oh) return nullptr;
     DecodedTask d;
-    if (!decode_task(oh->get(), &d)) return false;
-    if (d.payload.size() > detail::kMaxPayloadBytes) return false;
+    if (!decode_task(oh->get(), &d)) return nullptr;
+    if (d.payload.size() > detail::kMaxPayloadBytes) return nullptr;
     Queue* q = get_or_create_queue(queue);
-    if (q == nullptr) return false;
-    if (Task* old = table.find(q->id, key)) remove_task(*q, old, false);
+    if (q == nullptr) return nullptr;
+    if (Task* old = table.find(q->id, key)) {
+        remove_task(*q, old, false);
+    } else if (fork) {
+        journal(q->id, key, nullptr);
+    }
     Task* t = Task::create(arena, q->id, key, d.payload);
     t->time = d.time;
     t->aux = d.aux;
@@ -146,11 +158,14 @@ bool detail::StoreState::load_task(std::string_view queue, std::string_view key,
     if (d.state == State::taken) {
         grant_lease(t, d.lease);
         // Meta and tasks are written together, so this only matters for a meta that is
-        // missing: lease ids must never be handed out twice.
-        if (d.lease.lease >= next_lease) next_lease = d.lease.lease + 1;
+        // missing: lease ids must never be handed out twice. A lease an autonomous node
+        // granted is from its own space, which the majority's counter never reaches.
+        if (d.lease.lease >= next_lease && d.lease.lease < kAutonomousLeases)
+            next_lease = d.lease.lease + 1;
     }
+    if (record_change) mark_changed(t);
     update_calendar(*q);
-    return true;
+    return t;
 }
 
 std::string detail::StoreState::encode_meta() const {
@@ -162,13 +177,15 @@ std::string detail::StoreState::encode_meta() const {
     p.pack(next_lease);
     p.pack_array(static_cast<std::uint32_t>(queues_by_name.size()));
     for (const auto& [name, q] : queues_by_name) {
-        p.pack_array(7);
+        p.pack_array(8);
         detail::pack_text(p, name);
         pack_declared(p, q->declared);
         p.pack(q->late_credit);
+        detail::pack_optional(p, q->declared.autonomous);
     }
-    p.pack_array(5);  // the declared defaults (older metas end before them)
+    p.pack_array(6);  // the declared defaults (older metas end before them)
     pack_declared(p, declared_defaults);
+    detail::pack_optional(p, declared_defaults.autonomous);
     return std::string(buf.data(), buf.size());
 }
 
@@ -195,7 +212,9 @@ bool detail::StoreState::load_meta(std::string_view encoded) {
     if (n == 5) {
         std::uint32_t nd = 0;
         const msgpack::object* d = detail::array_items(a[4], &nd);
-        if (nd != 5 || !decode_declared(d, defaults)) return false;
+        if ((nd != 5 && nd != 6) || !decode_declared(d, defaults)) return false;
+        if (nd == 6 && !detail::read_optional(d[5], &defaults.autonomous, detail::read_bool))
+            return false;
     }
     // Everything decoded: only now touch the store.
     for (auto& dq : decoded) {
@@ -220,6 +239,7 @@ bool detail::StoreState::load_meta(std::string_view encoded) {
 void Store::drain_changes(
     const std::function<void(std::string_view queue, std::string_view key,
                              const std::optional<std::string>& encoded_task)>& fn) {
+    if (impl_->fork) return;  // the fork's changes are drain_fork's
     std::vector<std::pair<std::uint16_t, std::string>> changes;
     changes.swap(impl_->changes);
     // A key is listed once per time it went from clean to changed; a task that is there

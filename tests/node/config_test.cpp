@@ -76,6 +76,18 @@ TEST_CASE("[node] dial overrides where this node dials a member, and is checked"
           std::string::npos);
 }
 
+TEST_CASE("[raft] autonomy_after_ms defaults to three election timeouts; 0 turns it off") {
+    CHECK(parse_config("[raft]\nelection_timeout_ms = 500\n", "t").raft.autonomy_after_ms == 1500);
+    CHECK(parse_config("[raft]\nautonomy_after_ms = 0\n", "t").raft.autonomy_after_ms == 0);
+    CHECK(parse_config("", "t").raft.autonomy_after_ms == 3000);
+    CHECK(error_of("[raft]\nautonomy_after_ms = -5\n").find("autonomy_after_ms") !=
+          std::string::npos);
+    auto c = parse_config("[queues.tokens]\nautonomous = true\n", "t");
+    CHECK(c.queues.at("tokens").autonomous);
+    CHECK_FALSE(c.queue_defaults.autonomous);
+    CHECK(error_of("[queues.q]\nautonomous = 1\n").find("autonomous") != std::string::npos);
+}
+
 TEST_CASE("[raft] proposal_timeout_ms defaults to three election timeouts") {
     CHECK(parse_config("[raft]\nelection_timeout_ms = 500\n", "t").raft.proposal_timeout_ms ==
           1500);

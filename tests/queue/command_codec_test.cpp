@@ -44,6 +44,38 @@ TEST_CASE("Declare round-trips, with and without each field", "[queue][codec]") 
     CHECK(e.retention_ms == 3);
     CHECK(e.max_attempts == 4);
     CHECK(e.late_share == 0.125);
+    CHECK_FALSE(e.autonomous);
+    d.autonomous = true;
+    CHECK(round_trip(d).autonomous == true);
+}
+
+TEST_CASE("a Declare logged before `autonomous` existed still decodes", "[queue][codec]") {
+    msgpack::sbuffer buf;
+    msgpack::packer<msgpack::sbuffer> p(buf);
+    p.pack_array(8);
+    p.pack(1);  // format
+    p.pack(1);  // Declare
+    p.pack(std::string("q"));
+    p.pack(5);  // lead_ms
+    for (int i = 0; i < 4; ++i)
+        p.pack_nil();
+    auto d = decode_command(std::string_view(buf.data(), buf.size()));
+    REQUIRE(d.has_value());
+    const auto& c = std::get<Declare>(*d);
+    CHECK(c.lead_ms == 5);
+    CHECK_FALSE(c.autonomous);
+}
+
+TEST_CASE("Merge round-trips, with a task and as a deletion", "[queue][codec]") {
+    Merge m{"q", kBinary, std::string("\x93\x01\x02", 3), 7ull << 40, 3, 2};
+    Merge r = round_trip(m);
+    CHECK(r.key == kBinary);
+    CHECK(r.task == m.task);
+    CHECK(r.hlc == m.hlc);
+    CHECK(r.base_hlc == 3);
+    CHECK(r.origin == 2);
+    m.task.reset();
+    CHECK_FALSE(round_trip(m).task.has_value());
 }
 
 TEST_CASE("Put round-trips binary keys and payloads and every mode", "[queue][codec]") {

@@ -33,6 +33,7 @@ std::string describe(const Command& c) {
             if constexpr (std::is_same_v<T, Kick>) o << "Kick " << x.queue << " " << x.count;
             if constexpr (std::is_same_v<T, ReleaseSession>) o << "ReleaseSession " << x.session;
             if constexpr (std::is_same_v<T, Advance>) o << "Advance";
+            if constexpr (std::is_same_v<T, Merge>) o << "Merge " << x.key << " " << x.hlc;
         },
         c);
     return o.str();

@@ -71,18 +71,21 @@ void add_declare(CLI::App& app, Context& ctx) {
         std::string queue, lead, ttr, retention;
         std::optional<int64_t> max_attempts;
         std::optional<double> late_share;
+        std::optional<bool> autonomous;
     };
     auto a = std::make_shared<Args>();
     auto* cmd = command(
         app, ctx, "declare",
         "Create a queue or change its settings (replicated). Prints the resulting settings.",
         "  dueqctl declare tokens --lead 5m --ttr 30s --max-attempts 10\n"
-        "  dueqctl declare jobs --lead 0 --late-share 0.2 --retention 1h\n",
+        "  dueqctl declare jobs --lead 0 --late-share 0.2 --retention 1h\n"
+        "  dueqctl declare tokens --autonomous true\n",
         [&ctx, a]() -> int {
             client::DeclareRequest req;
             req.queue = a->queue;
             req.max_attempts = a->max_attempts;
             req.late_share = a->late_share;
+            req.autonomous = a->autonomous;
             if (!opt_duration("--lead", a->lead, &req.lead_ms) ||
                 !opt_duration("--ttr", a->ttr, &req.ttr_ms) ||
                 !opt_duration("--retention", a->retention, &req.retention_ms)) {
@@ -95,14 +98,16 @@ void add_declare(CLI::App& app, Context& ctx) {
                 print_json({{"settings", {{"lead_ms", s.lead_ms}, {"ttr_ms", s.ttr_ms},
                                           {"max_attempts", s.max_attempts},
                                           {"retention_ms", s.retention_ms},
-                                          {"late_share", s.late_share}}}});
+                                          {"late_share", s.late_share},
+                                          {"autonomous", s.autonomous}}}});
             } else {
                 print_fields({{"queue", a->queue},
                               {"lead", client::format_duration_ms(s.lead_ms)},
                               {"ttr", client::format_duration_ms(s.ttr_ms)},
                               {"max_attempts", std::to_string(s.max_attempts)},
                               {"retention", client::format_duration_ms(s.retention_ms)},
-                              {"late_share", std::to_string(s.late_share)}});
+                              {"late_share", std::to_string(s.late_share)},
+                              {"autonomous", s.autonomous ? "true" : "false"}});
             }
             return 0;
         });
@@ -115,6 +120,9 @@ void add_declare(CLI::App& app, Context& ctx) {
         ->type_name("DURATION");
     cmd->add_option("--late-share", a->late_share, "Share of takes reserved for late tasks")
         ->check(CLI::Range(0.0, 1.0));
+    cmd->add_option("--autonomous", a->autonomous,
+                    "true: a node cut off from the majority keeps serving this queue on its "
+                    "own, and merges when the partition heals (tasks may run once per side)");
 }
 
 void add_put(CLI::App& app, Context& ctx) {
