@@ -142,11 +142,18 @@ void Node::handle(const ConnPtr& conn, std::uint64_t id, net::Hello& hello) {
     }
     if (hello.session && writes_->sessions().resume(conn->session, *hello.session, now_ms()))
         conn->session = *hello.session;
-    conn->send(hello_reply(id, conn->session, config_.node_id, leader_client_address()));
+    conn->send(hello_reply(id, conn->session, config_.node_id, leader_client_address(),
+                           to_string(autonomy_->mode())));
 }
 
 void Node::handle(const ConnPtr& conn, std::uint64_t id, net::Write& write) {
     if (auto* take = std::get_if<queue::Take>(&write.command)) take->session = conn->session;
+    if (autonomy_->serving()) {
+        if (autonomy_->submit(std::move(write.command), write.wait_ms,
+                              std::make_shared<ConnReply>(conn, id, *this), now_ms()))
+            arm_timer();
+        return;
+    }
     if (writes_->submit(std::move(write.command), write.wait_ms,
                         std::make_shared<ConnReply>(conn, id, *this), now_ms()))
         arm_timer();  // a parked take has a deadline

@@ -23,6 +23,7 @@
 
 #include "net/request.h"
 #include "net/server.h"
+#include "node/autonomy.h"
 #include "node/clock.h"
 #include "node/config.h"
 #include "node/raft_io.h"
@@ -96,6 +97,7 @@ class Node {
     std::unique_ptr<RaftIo> raft_io_;          // after db_: it writes there
     std::unique_ptr<shell::RaftShell> shell_;  // after raft_io_: it writes through it
     std::unique_ptr<WritePath> writes_;        // after shell_: it proposes through it
+    std::unique_ptr<Autonomy> autonomy_;       // after writes_: it uses its sessions
     std::unique_ptr<net::Server> server_;
     boost::asio::steady_timer tick_timer_;
     bool ready_scheduled_ = false;

@@ -41,6 +41,12 @@ std::optional<std::string> Node::start_shell(const storage::Loaded& loaded,
     };
     hooks.term_started = [this] { propose_configured_settings(); };
     hooks.fatal = [this](const std::string& message) { fail_stop(message); };
+    hooks.fork_ended = [this] {
+        if (autonomy_) autonomy_->on_fork_ended();
+    };
+    hooks.merged = [this](const queue::Merge& m, const queue::Result& r) {
+        if (autonomy_) autonomy_->on_merge_applied(m, r);
+    };
     shell_ =
         std::make_unique<shell::RaftShell>(shell_config(), *raft_io_, *raft_io_, std::move(hooks));
     if (auto err = shell_->start(loaded, std::move(store))) return err;
@@ -52,6 +58,20 @@ std::optional<std::string> Node::start_shell(const storage::Loaded& loaded,
     ws.node_bits = raft_id_;
     ws.first_session = std::uint64_t(now_ms()) << 12;
     writes_ = std::make_unique<WritePath>(ws, *shell_);
+    AutonomySettings as;
+    as.after_ms = config_.raft.autonomy_after_ms;
+    as.self = raft_id_;
+    as.members = std::max<std::size_t>(1, config_.members.size());
+    as.max_waiting_takes = config_.limits.max_waiting_takes;
+    autonomy_ = std::make_unique<Autonomy>(
+        as, *shell_, writes_->sessions(), *raft_io_,
+        [this](raft::NodeId leader, const std::vector<queue::Merge>& merges) {
+            raft_io_->send_merges(leader, merges);
+        },
+        now_ms());
+    if (!autonomy_->load(loaded.overlay))
+        return "refusing to serve from " + config_.data_dir + ": a corrupt overlay record";
+    raft_io_->set_autonomy(autonomy_.get());
     raft_io_->set_checkpoint(db_->checkpoint(shell_->log().snapshot().meta));
     if (auto err = raft_io_->start(*shell_)) return err;
     on_tick();
@@ -91,6 +111,9 @@ void Node::propose_configured_settings() {
 void Node::on_tick() {
     if (stopped_) return;
     shell_->tick(now_ms());
+    const bool was_serving = autonomy_->serving();
+    autonomy_->on_tick(now_ms());
+    if (autonomy_->serving() != was_serving) arm_timer();
     raft_io_->pump();
     tick_timer_.expires_after(std::chrono::milliseconds(config_.raft.tick_ms));
     tick_timer_.async_wait([this](boost::system::error_code ec) {
@@ -111,13 +134,18 @@ void Node::schedule_ready() {
 void Node::on_timer() {
     timer_at_ = 0;
     if (stopped_) return;
-    writes_->on_timer(now_ms());
+    // An autonomous node is its own leader: leases, parked takes and sessions are its.
+    if (autonomy_->serving())
+        autonomy_->on_timer(now_ms());
+    else
+        writes_->on_timer(now_ms());
     arm_timer();
 }
 
 void Node::arm_timer() {
-    if (stopped_ || !writes_) return;
-    const auto at = writes_->next_deadline();
+    if (stopped_ || !writes_ || !autonomy_) return;
+    auto at = writes_->next_deadline();
+    if (auto a = autonomy_->next_deadline()) at = at ? std::min(*at, *a) : *a;
     if (!at || (timer_at_ != 0 && timer_at_ <= *at)) return;
     timer_at_ = *at;
     // A task due in 300 years would overflow the timer's nanoseconds; waking once an hour

@@ -42,6 +42,15 @@ void Node::handle(const ConnPtr& conn, std::uint64_t id, net::GetStatus&) {
     s.tasks = shell_->store().task_count();
     s.pending = shell_->pending_proposals();
     s.peer_input_dropped = raft_io_->dropped();
+    s.mode = to_string(autonomy_->mode());
+    s.mode_ms = now_ms() - autonomy_->mode_since();
+    s.overlay = autonomy_->overlay_size();
+    s.served_autonomous = autonomy_->totals().served;
+    const auto& heal = autonomy_->last_heal();
+    s.merged = heal.merged;
+    s.merge_taken_over = heal.taken_over;
+    s.merge_kept = heal.kept;
+    s.merge_both_sides = heal.both_sides;
     for (std::size_t i = 0; i < config_.members.size(); ++i) {
         if (i + 1 == raft_id_) continue;
         PeerStatus p{config_.members[i].id, config_.members[i].peer,

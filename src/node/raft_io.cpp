@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "queue/command_codec.h"
+#include "queue/msgpack_fields.h"
 #include "raft/message_codec.h"
 
 namespace dueq::node {
@@ -10,6 +12,38 @@ namespace asio = boost::asio;
 
 namespace {
 constexpr char kRaftKind = 'R';
+constexpr char kMergeKind = 'M';  // then a msgpack array of encoded Merge commands (bin)
+constexpr std::uint32_t kMaxMergesPerFrame = 4096;
+
+std::string encode_merges(const std::vector<queue::Merge>& merges) {
+    msgpack::sbuffer buf;
+    queue::detail::Packer p(buf);
+    p.pack_array(std::uint32_t(merges.size()));
+    for (const auto& m : merges)
+        queue::detail::pack_bytes(p, queue::encode_command(m));
+    std::string out(1, kMergeKind);
+    out.append(buf.data(), buf.size());
+    return out;
+}
+
+std::optional<std::vector<queue::Merge>> decode_merges(std::string_view bytes) {
+    const msgpack::unpack_limit limit(kMaxMergesPerFrame, 0, 0, std::size_t(1) << 30, 0, 2);
+    auto oh = queue::detail::unpack_whole(bytes, limit);
+    if (!oh) return std::nullopt;
+    std::uint32_t n = 0;
+    const msgpack::object* a = queue::detail::array_items(oh->get(), &n);
+    if (oh->get().type != msgpack::type::ARRAY) return std::nullopt;
+    std::vector<queue::Merge> out;
+    for (std::uint32_t i = 0; i < n; ++i) {
+        std::string_view encoded;
+        if (!queue::detail::read_bytes(a[i], &encoded)) return std::nullopt;
+        auto cmd = queue::decode_command(encoded);
+        auto* m = cmd ? std::get_if<queue::Merge>(&*cmd) : nullptr;
+        if (!m) return std::nullopt;
+        out.push_back(std::move(*m));
+    }
+    return out;
+}
 }  // namespace
 
 RaftIo::RaftIo(asio::io_context& io, const Config& config, std::uint64_t raft_id,
@@ -30,7 +64,9 @@ std::optional<std::string> RaftIo::start(shell::RaftShell& shell) {
         db_,
         [this, alive](std::uint64_t ticket) {
             asio::post(io_, [this, alive, ticket] {
-                if (!alive.expired() && !stopped_) shell_->on_persisted(ticket);
+                if (alive.expired() || stopped_) return;
+                if (autonomy_) autonomy_->on_persisted(ticket);
+                shell_->on_persisted(ticket);
             });
         },
         [](const std::string& message) {
@@ -95,6 +131,15 @@ std::uint64_t RaftIo::write_applied(storage::AppliedState s) {
     return writer_->submit(std::move(s));
 }
 
+std::uint64_t RaftIo::write_overlay(storage::OverlayWrite w) {
+    return writer_->submit(std::move(w));
+}
+
+void RaftIo::send_merges(raft::NodeId leader, const std::vector<queue::Merge>& merges) {
+    if (!mesh_ || stopped_ || merges.empty()) return;
+    mesh_->send(leader, encode_merges(merges));
+}
+
 std::optional<std::uint64_t> RaftIo::install_snapshot(const raft::SnapshotMeta& meta,
                                                       const raft::HardState& hs) {
     auto records = transfer_.take_received(meta);
@@ -148,6 +193,15 @@ void RaftIo::on_peer_frame(std::uint64_t from, std::string_view payload) {
         } else if (!problem.empty()) {
             drop(from, "snapshot stream: " + problem);
         }
+        return;
+    }
+    if (payload[0] == kMergeKind) {
+        auto merges = decode_merges(payload.substr(1));
+        if (!merges) return drop(from, "undecodable merge frame");
+        if (!autonomy_) return drop(from, "merge frame before the node started");
+        if (auto problem = autonomy_->receive_merges(from, std::move(*merges), clock_());
+            !problem.empty())
+            drop(from, problem);
         return;
     }
     if (payload[0] != kRaftKind) return drop(from, "unknown peer frame kind");

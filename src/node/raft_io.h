@@ -22,6 +22,7 @@
 
 #include "net/log_limiter.h"
 #include "net/peer_mesh.h"
+#include "node/autonomy.h"
 #include "node/config.h"
 #include "node/snapshot_transfer.h"
 #include "shell/raft_shell.h"
@@ -30,7 +31,7 @@
 
 namespace dueq::node {
 
-class RaftIo final : public shell::Storage, public shell::Transport {
+class RaftIo final : public shell::Storage, public shell::Transport, public OverlayStorage {
   public:
     using Clock = std::function<std::int64_t()>;
     RaftIo(boost::asio::io_context& io, const Config& config, std::uint64_t raft_id,
@@ -48,6 +49,11 @@ class RaftIo final : public shell::Storage, public shell::Transport {
         checkpoint_ = std::move(cp);
     }
 
+    // Autonomous mode: where overlay write completions and Merge frames from peers go.
+    void set_autonomy(Autonomy* autonomy) { autonomy_ = autonomy; }
+    // Sends Merge commands to the leader (a peer frame of kind 'M').
+    void send_merges(raft::NodeId leader, const std::vector<queue::Merge>& merges);
+
     std::uint64_t dropped() const { return dropped_; }
     bool has_mesh() const { return mesh_ != nullptr; }
 
@@ -60,6 +66,8 @@ class RaftIo final : public shell::Storage, public shell::Transport {
     // shell::Transport
     void send(const raft::Message& m) override;
     bool connected(raft::NodeId peer) const override;
+    // OverlayStorage
+    std::uint64_t write_overlay(storage::OverlayWrite w) override;
 
   private:
     void on_peer_frame(std::uint64_t from, std::string_view payload);
@@ -75,6 +83,7 @@ class RaftIo final : public shell::Storage, public shell::Transport {
     storage::Database& db_;
     Clock clock_;
     shell::RaftShell* shell_ = nullptr;
+    Autonomy* autonomy_ = nullptr;
     std::unique_ptr<storage::Writer> writer_;
     std::unique_ptr<net::PeerMesh> mesh_;
     SnapshotTransfer transfer_;

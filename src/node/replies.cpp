@@ -10,9 +10,9 @@ namespace dueq::node {
 using net::FrameBuilder;
 
 std::string hello_reply(std::uint64_t id, std::uint64_t session, const std::string& node_id,
-                        const std::string& leader) {
+                        const std::string& leader, const std::string& mode) {
     FrameBuilder f;
-    f.begin_ok(id, 4);
+    f.begin_ok(id, 5);
     f.key("session");
     f.pk().pack_uint64(session);
     f.key("node_id");
@@ -21,6 +21,8 @@ std::string hello_reply(std::uint64_t id, std::uint64_t session, const std::stri
     f.str(leader);
     f.key("protocol");
     f.pk().pack_uint32(1);
+    f.key("mode");
+    f.str(mode);
     return f.finish();
 }
 
@@ -102,7 +104,7 @@ std::string stats_reply(std::uint64_t id, const queue::Store& store, const std::
 
 std::string status_reply(std::uint64_t id, const StatusInfo& s) {
     FrameBuilder f;
-    f.begin_ok(id, 13);
+    f.begin_ok(id, 15);
     f.key("node_id");
     f.str(s.node_id);
     f.key("role");
@@ -135,7 +137,23 @@ std::string status_reply(std::uint64_t id, const StatusInfo& s) {
         f.pk().pack_uint64(p.lag);
     }
     f.key("mode");
-    f.str("normal");
+    f.str(s.mode);
+    f.key("mode_ms");
+    f.pk().pack_int64(s.mode_ms);
+    f.key("autonomy");
+    f.pk().pack_map(6);
+    f.key("overlay");
+    f.pk().pack_uint64(s.overlay);
+    f.key("served");
+    f.pk().pack_uint64(s.served_autonomous);
+    f.key("merged");
+    f.pk().pack_uint64(s.merged);
+    f.key("taken_over");
+    f.pk().pack_uint64(s.merge_taken_over);
+    f.key("kept");
+    f.pk().pack_uint64(s.merge_kept);
+    f.key("both_sides");
+    f.pk().pack_uint64(s.merge_both_sides);
     f.key("tasks");
     f.pk().pack_uint64(s.tasks);
     f.key("pending");

@@ -22,10 +22,18 @@ struct StatusInfo {
     std::uint64_t tasks = 0, pending = 0;
     std::uint64_t peer_input_dropped = 0;  // peer frames refused before the Raft core
     std::vector<PeerStatus> peers;
+    // Autonomous mode (docs/autonomy.md).
+    std::string mode = "normal";  // normal | autonomous | merging
+    std::int64_t mode_ms = 0;     // time in that mode
+    std::uint64_t overlay = 0;    // writes of autonomous mode not merged yet
+    std::uint64_t served_autonomous = 0;  // commands served in autonomous mode (since start)
+    // The latest heal: overlay records merged; of them, those that became the task, those
+    // dropped for a newer write of the majority, those written on both sides.
+    std::uint64_t merged = 0, merge_taken_over = 0, merge_kept = 0, merge_both_sides = 0;
 };
 
 std::string hello_reply(std::uint64_t id, std::uint64_t session, const std::string& node_id,
-                        const std::string& leader);
+                        const std::string& leader, const std::string& mode);
 std::string get_reply(std::uint64_t id, const queue::TaskView& task);
 // `queue` null: every queue.
 std::string stats_reply(std::uint64_t id, const queue::Store& store, const std::string* queue,

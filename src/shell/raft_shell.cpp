@@ -244,7 +244,20 @@ void RaftShell::finish_ready() {
     process_ready();
 }
 
+bool RaftShell::fork_store(queue::LeaseId lease_base) {
+    if (failed_ || !store_ || store_->forked()) return false;
+    persist_applied();  // the fork starts from a store whose changes are handed off
+    return store_->fork(lease_base);
+}
+
+void RaftShell::end_fork() {
+    if (!store_ || !store_->forked()) return;
+    store_->rollback();
+    if (hooks_.fork_ended) hooks_.fork_ended();
+}
+
 void RaftShell::apply_entry(const raft::Entry& e) {
+    end_fork();  // the log goes on from the committed state, never from a fork
     applied_ = {e.index, e.term, std::max<raft::Millis>(applied_.time, e.time)};
     std::optional<Proposal> mine;
     if (auto it = proposals_.find(e.index); it != proposals_.end()) {
@@ -280,6 +293,8 @@ void RaftShell::apply_command(const raft::Entry& e, std::optional<Proposal> mine
                         ? queue::Millis(now_)
                         : queue::Millis(applied_.time);
     queue::Result result = store_->apply(*cmd, at);
+    if (auto* merge = std::get_if<queue::Merge>(&*cmd); merge && hooks_.merged)
+        hooks_.merged(*merge, result);
     // The observer sees each entry's changes; otherwise they are collected once per
     // batch (persist_applied), which also writes a task changed twice only once.
     if (hooks_.on_apply) {
@@ -343,6 +358,7 @@ bool RaftShell::on_checkpoint(const raft::SnapshotMeta& meta) {
 void RaftShell::install_snapshot(raft::Ready& rd) {
     const raft::SnapshotMeta meta = rd.snapshot->meta;
     if (!received_store_) return fail("the core accepted a snapshot this node never received");
+    end_fork();
     auto ticket = storage_.install_snapshot(meta, rd.hard_state.value_or(log_.hard_state()));
     if (!ticket) return fail("the core accepted a snapshot whose records are gone");
     inflight_ticket_ = *ticket;

@@ -90,6 +90,11 @@ struct Hooks {
                        std::span<const storage::TaskChange>)>
         on_apply;
     std::function<void(const raft::ReadState&)> on_read_state;
+    // The store's fork (autonomous mode) was rolled back: an entry is about to apply or a
+    // snapshot to be installed (docs/autonomy.md).
+    std::function<void()> fork_ended;
+    // A Merge entry applied (on every replica), and what it did.
+    std::function<void(const queue::Merge&, const queue::Result&)> merged;
 };
 
 struct ShellConfig {
@@ -125,6 +130,13 @@ class RaftShell {
     raft::Index propose(queue::Command cmd, std::int64_t now, Done done);
     // A linearizable read point (Raft §6.4); the answer comes to Hooks::on_read_state.
     raft::Status read_index(std::uint64_t context);
+    // Autonomous mode: hands what is applied to storage, then forks the store
+    // (queue::Store::fork). The fork ends (rollback, then Hooks::fork_ended) before any
+    // entry applies or a snapshot is installed, or when end_fork() is called.
+    bool fork_store(queue::LeaseId lease_base);
+    void end_fork();
+    // The store while forked, for the autonomous node's own commands; else nullptr.
+    queue::Store* fork() { return store_ && store_->forked() ? store_.get() : nullptr; }
     void process_ready();
     void on_persisted(std::uint64_t ticket);
     // The checkpoint at `meta` is taken. Returns true if it is now the snapshot the log

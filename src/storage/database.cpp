@@ -176,6 +176,18 @@ Status Database::load(queue::Store& store, Loaded& out) {
             return Status::error("corrupt task record in column family 'tasks'");
     if (!it->status().ok()) return Status::error("reading tasks: " + it->status().ToString());
 
+    std::unique_ptr<rocksdb::Iterator> ov(db_->NewIterator({}, handles_[kOverlay]));
+    for (ov->SeekToFirst(); ov->Valid(); ov->Next()) {
+        const std::string_view k = ov->key().ToStringView();
+        auto body = unseal(ov->value().ToStringView(), k);
+        auto qk = split_task_key(k);
+        if (!body || !qk || !queue::decode_overlay_record(*body))
+            return Status::error("corrupt record in column family 'overlay'");
+        out.overlay.push_back(
+            {std::string(qk->first), std::string(qk->second), std::string(*body)});
+    }
+    if (!ov->status().ok()) return Status::error("reading overlay: " + ov->status().ToString());
+
     std::unique_ptr<rocksdb::Iterator> log(db_->NewIterator({}, handles_[kLog]));
     std::uint64_t expect = out.base.index + 1;
     for (log->Seek(slice(index_key(expect))); log->Valid(); log->Next()) {
@@ -202,7 +214,8 @@ Status Database::load(queue::Store& store, Loaded& out) {
 }
 
 Status Database::write(const std::vector<LogWrite>& logs,
-                       const std::vector<AppliedState>& applied) {
+                       const std::vector<AppliedState>& applied,
+                       const std::vector<OverlayWrite>& overlay) {
     rocksdb::WriteBatch batch;
     bool sync = false;
     for (const auto& w : logs) {
@@ -245,6 +258,16 @@ Status Database::write(const std::vector<LogWrite>& logs,
             batch.Put(handles_[kMeta], slice(kLogBaseKey),
                       seal(encode_meta3(a.trim.index, a.trim.term, a.trim.time), kLogBaseKey));
             first_log_index_ = a.trim.index + 1;
+        }
+    }
+    for (const auto& o : overlay) {
+        sync = sync || o.sync;
+        for (const auto& c : o.changes) {
+            const std::string k = task_key(c.queue, c.key);
+            if (c.record)
+                batch.Put(handles_[kOverlay], k, seal(*c.record, k));
+            else
+                batch.Delete(handles_[kOverlay], k);
         }
     }
     rocksdb::WriteOptions wo;
@@ -358,12 +381,17 @@ bool split_pairs(std::string_view chunk, std::vector<std::pair<std::string, std:
     return true;
 }
 
+std::optional<std::pair<std::string_view, std::string_view>> split_task_key(std::string_view k) {
+    if (k.size() < 2) return std::nullopt;
+    const std::size_t qlen = std::size_t((unsigned char)k[0]) << 8 | (unsigned char)k[1];
+    if (k.size() < 2 + qlen) return std::nullopt;
+    return std::pair(k.substr(2, qlen), k.substr(2 + qlen));
+}
+
 bool load_task_record(queue::Store& store, std::string_view k, std::string_view sealed) {
-    const std::size_t qlen =
-        k.size() >= 2 ? (std::size_t((unsigned char)k[0]) << 8 | (unsigned char)k[1]) : 0;
+    auto qk = split_task_key(k);
     auto body = unseal(sealed, k);
-    return k.size() >= 2 + qlen && body &&
-           store.load_task(k.substr(2, qlen), k.substr(2 + qlen), *body);
+    return qk && body && store.load_task(qk->first, qk->second, *body);
 }
 
 bool load_store_meta(queue::Store& store, std::string_view sealed) {

@@ -2,7 +2,8 @@
 //
 // Column families (docs/replication.md): `log` (index -> term, log time, type, data), `meta` (hard
 // state, applied index, log base, store-wide state), `tasks` ((queue, key) -> encoded
-// task), `overlay` (reserved for autonomous mode). Every value starts with a CRC-32C of
+// task), `overlay` (an autonomous node's writes not merged yet, docs/autonomy.md: (queue,
+// key) -> queue::encode_overlay_record). Every value starts with a CRC-32C of
 // its key and body; a record whose checksum does not match is reported as corruption and
 // never served.
 //
@@ -98,9 +99,11 @@ class Database {
     // Restart: loads the applied state into `store` (which must be empty) and the log.
     Status load(queue::Store& store, Loaded& out);
 
-    // Writes log writes and applied states, in the order given, as one batch; synced if
-    // any log write asks for it and the sync policy says so (group commit).
-    Status write(const std::vector<LogWrite>& logs, const std::vector<AppliedState>& applied);
+    // Writes log writes, applied states and overlay writes, in the order given, as one
+    // batch; synced if any log or overlay write asks for it and the sync policy says so
+    // (group commit).
+    Status write(const std::vector<LogWrite>& logs, const std::vector<AppliedState>& applied,
+                 const std::vector<OverlayWrite>& overlay = {});
     // Replaces the log, the hard state and the applied state with a snapshot; synced.
     Status install(const SnapshotInstall& snap);
     // A view of what is written now, which must be the applied state at `meta.index`.
@@ -123,6 +126,8 @@ std::string seal(std::string_view body, std::string_view key = {});
 // nullopt: checksum mismatch.
 std::optional<std::string_view> unseal(std::string_view record, std::string_view key = {});
 std::string task_key(std::string_view queue, std::string_view key);
+// The (queue, key) of a task_key; nullopt if it is malformed.
+std::optional<std::pair<std::string_view, std::string_view>> split_task_key(std::string_view k);
 // Decodes one record of the `log` column family (key: be64 index; value: sealed be64
 // term, be64 time, u8 type, data); nullopt if the key is not 8 bytes, the checksum does
 // not match, the body is short or the entry type is unknown.

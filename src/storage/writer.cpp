@@ -54,11 +54,13 @@ void Writer::run() {
 bool Writer::carry_out(std::vector<Job>& jobs) {
     std::vector<LogWrite> logs;
     std::vector<AppliedState> applied;
+    std::vector<OverlayWrite> overlay;
     auto flush = [&] {
-        if (logs.empty() && applied.empty()) return true;
-        auto st = db_.write(logs, applied);
+        if (logs.empty() && applied.empty() && overlay.empty()) return true;
+        auto st = db_.write(logs, applied, overlay);
         logs.clear();
         applied.clear();
+        overlay.clear();
         {
             std::lock_guard lock(mu_);
             ++batches_;
@@ -71,6 +73,8 @@ bool Writer::carry_out(std::vector<Job>& jobs) {
             logs.push_back(std::move(*w));
         } else if (auto* a = std::get_if<AppliedState>(&job)) {
             applied.push_back(std::move(*a));
+        } else if (auto* o = std::get_if<OverlayWrite>(&job)) {
+            overlay.push_back(std::move(*o));
         } else if (auto* s = std::get_if<SnapshotInstall>(&job)) {
             if (!flush()) return false;
             auto st = db_.install(*s);

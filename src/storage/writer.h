@@ -28,7 +28,7 @@ struct CheckpointRequest {
     std::function<void(std::shared_ptr<const Checkpoint>)> done;
 };
 
-using Job = std::variant<LogWrite, AppliedState, SnapshotInstall, CheckpointRequest>;
+using Job = std::variant<LogWrite, AppliedState, SnapshotInstall, CheckpointRequest, OverlayWrite>;
 
 class Writer {
   public:

@@ -36,6 +36,16 @@ struct AppliedState {
     raft::SnapshotMeta trim;
 };
 
+// Writes of an autonomous node to its overlay (docs/autonomy.md), keyed like tasks.
+struct OverlayChange {
+    std::string queue, key;
+    std::optional<std::string> record;  // queue::encode_overlay_record; nullopt: merged, remove
+};
+struct OverlayWrite {
+    std::vector<OverlayChange> changes;
+    bool sync = true;  // false: removals after a merge (a lost one is merged again)
+};
+
 // A snapshot received from the leader, to replace everything this node holds.
 struct SnapshotInstall {
     raft::SnapshotMeta meta;
@@ -51,6 +61,7 @@ struct Loaded {
     std::vector<raft::Entry> entries;  // the whole log, in order, from base.index + 1
     std::uint64_t applied_index = 0;   // `store` holds the state after this entry
     std::int64_t applied_time = 0;
+    std::vector<OverlayChange> overlay;  // what an autonomous node has not merged yet
 };
 
 }  // namespace dueq::storage

@@ -47,7 +47,8 @@ def wait_line(proc, path, needle, timeout):
 
 class Cluster:
     def __init__(self, build, workdir, size=3, power_cut=False, faketime=False, plant=None,
-                 election_ms=1000, heartbeat_ms=100, grace_ms=2000, ttr_ms=3000, log=print):
+                 election_ms=1000, heartbeat_ms=100, grace_ms=2000, ttr_ms=3000, log=print,
+                 autonomy_after_ms=0):
         self.build = build
         self.dir = workdir
         self.ids = [f"n{i + 1}" for i in range(size)]
@@ -58,6 +59,9 @@ class Cluster:
         self.heartbeat_ms = heartbeat_ms
         self.grace_ms = grace_ms
         self.ttr_ms = ttr_ms
+        # >0: queue `tokens` is autonomous and a cut-off node serves it after this long;
+        # queue `strict` is not (docs/autonomy.md). 0: autonomous mode is off.
+        self.autonomy_after_ms = autonomy_after_ms
         self.log = log
         self.client_port = {n: free_port() for n in self.ids}
         self.peer_port = {n: free_port() for n in self.ids}
@@ -147,6 +151,7 @@ tick_ms = 10
 heartbeat_ms = {self.heartbeat_ms}
 election_timeout_ms = {self.election_ms}
 snapshot_entries = 2000
+autonomy_after_ms = {self.autonomy_after_ms}
 
 [storage]
 fsync = "always"
@@ -160,6 +165,10 @@ lead_ms = 500
 ttr_ms = {self.ttr_ms}
 max_attempts = 0
 late_share = 0.2
+autonomous = {"true" if self.autonomy_after_ms else "false"}
+
+[queues.strict]
+ttr_ms = {self.ttr_ms}
 """
 
     def clock_file(self, n):
