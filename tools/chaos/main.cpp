@@ -134,14 +134,29 @@ int main(int argc, char** argv) {
     run->add_option("--grace-ms", grace_ms, "the nodes' [sessions] grace_ms (for the checker)");
     run->add_option("--call-timeout-ms", o.call_timeout_ms, "client call timeout")
         ->capture_default_str();
+    std::vector<std::string> via_specs;
+    run->add_option("--only-node", o.only_node,
+                    "run only this node's front end and refreshers (one datacenter)");
+    run->add_option("--via", via_specs,
+                    "ID=HOST:PORT: how this datacenter reaches node ID (repeat); then calls go "
+                    "to --only-node or the leader it names, never through client redirects");
+    run->add_flag("!--no-seed", o.seed_keys, "do not put every token first");
+    run->add_option("--delete-percent", o.delete_percent, "share of front-end ops that delete")
+        ->capture_default_str()
+        ->check(CLI::Range(0, 90));
     fin->add_option("--wait-seconds", wait_s, "give up after this long")->capture_default_str();
     CLI11_PARSE(app, argc, argv);
 
     std::vector<NodeAddress> nodes;
     try {
         nodes = parse_nodes(node_specs);
+        for (const auto& v : parse_nodes(via_specs)) o.via[v.id] = v.address;
     } catch (const CLI::Error& e) {
         return app.exit(e);
+    }
+    if (!o.via.empty() && (o.only_node.empty() || !o.via.count(o.only_node))) {
+        std::cerr << "dueq-chaos-workload: --via needs --only-node, and a route to it\n";
+        return 2;
     }
     if (st->parsed()) {
         for (const auto& n : nodes) std::cout << status_of(n).dump() << std::endl;

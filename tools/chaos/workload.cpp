@@ -35,6 +35,61 @@ std::unique_ptr<Client> connect(const WorkloadOptions& o, const NodeAddress& nod
     return std::make_unique<Client>(co);
 }
 
+// How one datacenter's processes reach the cluster (WorkloadOptions::via): one client per
+// node through the datacenter's links, without the client library's redirects. Calls go
+// to the current target: the local node, or the leader it named; a target that does not
+// answer sends the next call back to the local node.
+class Router {
+  public:
+    Router(const WorkloadOptions& o, const NodeAddress& local) : o_(o), local_(local.id) {
+        if (o.via.empty()) {
+            addresses_[local_] = local.address;
+        } else {
+            addresses_ = o.via;
+        }
+        for (const auto& [id, address] : addresses_) clients_[id] = make(id);
+    }
+    Client& current() { return *clients_.at(clients_.count(target()) ? target() : local_); }
+    // After a call made on current(): follow a redirect, or fall back to the local node.
+    template <class R>
+    void observe(const R& r) {
+        if (o_.via.empty() || r) return;
+        const auto& e = r.error();
+        if (e.code == client::Code::not_leader) {
+            target_ = local_;
+            for (const auto& n : o_.nodes)
+                if (!e.leader.empty() && n.address == e.leader && clients_.count(n.id))
+                    target_ = n.id;
+        } else if (e.code == client::Code::timeout || e.code == client::Code::unavailable) {
+            target_ = local_;
+        }
+    }
+    // A fresh connection in place of `c` (its session ends; `c` is gone).
+    void reset(Client& c) {
+        for (auto& [id, client] : clients_)
+            if (client.get() == &c) {
+                client.reset();
+                client = make(id);
+            }
+    }
+
+  private:
+    const std::string& target() const { return target_.empty() ? local_ : target_; }
+    std::unique_ptr<Client> make(const std::string& id) {
+        if (o_.via.empty()) return connect(o_, {id, addresses_.at(id)});
+        client::ClientOptions co;
+        co.seeds = {addresses_.at(id)};
+        co.call_timeout = std::chrono::milliseconds(o_.call_timeout_ms);
+        co.connect_timeout = std::chrono::milliseconds(500);
+        co.max_redirects = 0;
+        return std::make_unique<Client>(co);
+    }
+    const WorkloadOptions& o_;
+    std::string local_, target_;
+    std::map<std::string, std::string> addresses_;
+    std::map<std::string, std::unique_ptr<Client>> clients_;
+};
+
 class Process {
   public:
     Process(const WorkloadOptions& o, History& h, int id, const NodeAddress& node)
@@ -93,22 +148,23 @@ class FrontEnd : Process {
   public:
     using Process::Process;
     void loop(std::int64_t until) {
-        auto c = connect(o_, node_);
+        Router router(o_, node_);
         while (wall_ms() < until) {
             const std::string key = key_name(int(uniform(0, o_.keys - 1)));
             const auto roll = uniform(0, 99);
-            if (roll < 10) put(*c, key);
-            else if (roll < 98) get(*c, key);
-            else del(*c, key);
+            Client& c = router.current();
+            if (roll < 10) router.observe(put(c, key));
+            else if (roll < 100 - o_.delete_percent) get(c, key);
+            else router.observe(del(c, key));
             std::this_thread::sleep_for(std::chrono::milliseconds(o_.frontend_pause_ms));
         }
     }
-    void put(Client& c, const std::string& key) {
+    client::Result<client::PutResponse> put(Client& c, const std::string& key) {
         const std::string value = values_.next();
         const std::int64_t time = wall_ms() + uniform(0, o_.refresh_ms);
         client::PutRequest r{.queue = o_.queue, .key = key, .payload = msgpack_str(value),
                              .time = time};
-        run(c, "put", r, {{"key", key}, {"value", value}, {"time", time}},
+        return run(c, "put", r, {{"key", key}, {"value", value}, {"time", time}},
             [](const client::PutResponse& p, Json& done) { done["version"] = p.version; });
     }
 
@@ -122,9 +178,9 @@ class FrontEnd : Process {
             done["version"] = g.task.version;
         });
     }
-    void del(Client& c, const std::string& key) {
+    client::Result<client::DeleteResponse> del(Client& c, const std::string& key) {
         client::DeleteRequest r{.queue = o_.queue, .key = key};
-        run(c, "delete", r, {{"key", key}}, [](const client::DeleteResponse&, Json&) {});
+        return run(c, "delete", r, {{"key", key}}, [](const client::DeleteResponse&, Json&) {});
     }
 };
 
@@ -135,11 +191,13 @@ class Refresher : Process {
         : Process(o, h, id, node), rod_(rod), acks_(acks) {}
 
     void loop(std::int64_t until) {
-        auto c = connect(o_, node_);
+        Router router(o_, node_);
         while (wall_ms() < until) {
             client::TakeRequest r{.queue = o_.queue, .count = 4, .timeout_ms = 500,
                                   .ttr_ms = o_.ttr_ms, .release_on_disconnect = rod_};
             std::vector<client::Task> tasks;
+            // A lease is acked where it was granted.
+            Client* c = &router.current();
             auto taken = run(*c, "take", r, {{"ttr", o_.ttr_ms}, {"rod", rod_}},
                              [&](const client::TakeResponse& t, Json& done) {
                                  Json list = Json::array();
@@ -152,6 +210,7 @@ class Refresher : Process {
                                  done["tasks"] = std::move(list);
                                  tasks = t.tasks;
                              });
+            router.observe(taken);
             if (!taken) std::this_thread::sleep_for(std::chrono::milliseconds(50));
             // The acks and releases of one batch go out together, as a pool of workers
             // would send them: across datacenters each one waits a quorum round trip.
@@ -164,10 +223,9 @@ class Refresher : Process {
                     }
                     // Drop the connection: every lease still held in this batch goes back
                     // after the session grace.
-                    c.reset();
+                    router.reset(*c);
                     const auto gone = wall_ms();
                     for (; i < tasks.size(); ++i) abandon(tasks[i], gone);
-                    c = connect(o_, node_);
                     break;
                 }
                 // The call to the token provider.
@@ -223,15 +281,19 @@ std::uint64_t run_workload(const WorkloadOptions& o, History& h) {
     const std::int64_t until = wall_ms() + std::int64_t(o.seconds) * 1000;
     std::atomic<std::uint64_t> acks{0};
     std::vector<std::thread> threads;
-    int next_id = 1;
+    int next_id = 2;  // 1: the seeder
     // Every token exists before the refreshers start (retried: the cluster may still be
     // settling). Process ids: front ends and refreshers count on from here.
-    {
-        FrontEnd seeder(o, h, next_id++, o.nodes.front());
+    if (o.seed_keys) {
+        FrontEnd seeder(o, h, 1, o.nodes.front());
         auto c = connect(o, o.nodes.front());
         for (int k = 0; k < o.keys && wall_ms() < until; ++k) seeder.put(*c, key_name(k));
     }
     for (const auto& node : o.nodes) {
+        if (!o.only_node.empty() && node.id != o.only_node) {
+            next_id += 1 + o.refreshers_per_node;  // process ids stay those of a full run
+            continue;
+        }
         const int fe = next_id++;
         threads.emplace_back([&o, &h, fe, node, until] { FrontEnd(o, h, fe, node).loop(until); });
         for (int r = 0; r < o.refreshers_per_node; ++r) {

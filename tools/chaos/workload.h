@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,8 +31,17 @@ struct WorkloadOptions {
     std::int64_t refresh_ms = 2000;  // an acked token comes due again this much later
     std::int64_t call_timeout_ms = 2000;
     std::int64_t frontend_pause_ms = 20;
+    int delete_percent = 2;  // of the front ends' ops (puts: 10%, gets: the rest)
     double abandon_share = 0.02;
     double release_share = 0.04;
+    // Datacenter runs (tools/chaos/autonomy.py): only this node's front end and
+    // refreshers run here ("" = every node's), and `via` is how this datacenter reaches
+    // each node (through its own fault-proxy links). Then calls go to the local node, or
+    // to the leader it names, never by the client library's redirects to an address
+    // that would bypass the datacenter's links.
+    std::string only_node;
+    std::map<std::string, std::string> via;
+    bool seed_keys = true;  // put every token first
 };
 
 std::string key_name(int i);

@@ -87,7 +87,9 @@ def check_takes(c, h, by_value):
     return seen
 
 
-def check_g1(h):
+def check_g1(h, takes=True):
+    """`takes=False`: judge only the final reads (autonomous mode: a cut-off node hands out
+    its own view, which the majority may have superseded; that is G4, not a loss)."""
     c = Check("G1", "nothing lost, nothing resurrected, failed ops not applied")
     by_value = {}
     dup = 0
@@ -99,7 +101,7 @@ def check_g1(h):
                 by_value[op.value] = op
     if dup:
         c.notes.append(f"{dup} writes reused a value already written; the first one is used")
-    taken = check_takes(c, h, by_value)
+    taken = check_takes(c, h, by_value) if takes else 0
     c.checked += taken
     if not h.finals:
         c.notes.append("no final reads in the history: nothing to judge"

@@ -90,6 +90,9 @@ class Cluster:
             for b in self.ids:
                 if a != b:
                     args += ["--link", f"{a}-{b}=127.0.0.1:0@127.0.0.1:{self.peer_port[b]}"]
+                if self.autonomy_after_ms:
+                    # Datacenter a's clients reach node b through link "ca-b" (dc_links).
+                    args += ["--link", f"c{a}-{b}=127.0.0.1:0@127.0.0.1:{self.client_port[b]}"]
         out = os.path.join(self.dir, "faultproxy.out")
         with open(out, "w") as o, open(os.path.join(self.dir, "faultproxy.log"), "a") as e:
             self.proxy = subprocess.Popen(args, stdout=o, stderr=e, start_new_session=True)
@@ -121,6 +124,19 @@ class Cluster:
             if other != node:
                 self.cut(node, other)
                 self.cut(other, node)
+
+    def dc_routes(self, dc):
+        """How datacenter `dc` (named after its node) reaches every node: its proxy links."""
+        return [f"{n}=127.0.0.1:{self.link_port[f'c{dc}-{n}']}" for n in self.ids]
+
+    def isolate_dc(self, node):
+        """Node and its datacenter's clients cut off from every other node and datacenter."""
+        self.isolate(node)
+        for other in self.ids:
+            if other != node:
+                for link in (f"c{node}-{other}", f"c{other}-{node}"):
+                    self.proxy_cmd(f"set {link} up blackhole")
+                    self.proxy_cmd(f"set {link} down blackhole")
 
     def heal_links(self):
         self.proxy_cmd("heal")

@@ -1,0 +1,312 @@
+#!/usr/bin/env python3
+"""Autonomous mode under a datacenter cut (docs/autonomy.md), measured and checked.
+
+  autonomy.py SCENARIO [--cut-seconds 60] [--keys 10000] [--seed S]
+  autonomy.py all [--cut-seconds 15]
+
+Three dueqd, each in its own "datacenter": the peer links and every client link go
+through tools/faultproxy, and each datacenter's workload process (dueq-chaos-workload
+run --only-node NODE --via ...) reaches the nodes only through its own links. Queue
+`tokens` is autonomous, queue `strict` is not. Scenarios:
+
+  cut-follower   a follower's datacenter is cut off for --cut-seconds
+  cut-leader     the leader's datacenter is cut off
+  survivor       the two other nodes are killed: one node is left
+  crash          a follower's datacenter is cut off, and that node is killed (kill -9)
+                 and restarted halfway through the cut
+
+Each run reports, as figures: the refreshes (ok acks) per second of the cut-off
+datacenter from autonomy_after_ms after the cut to the heal, and of the others, against
+the rate at which tokens come due (keys / (refresh_ms + 250 ms - lead_ms)); how long the merge took;
+what it merged. And it checks (exit 1 if one fails): the cut-off side refreshed at least
+90% of the due rate, and the others at least 90% (not for survivor: they are dead); after
+the heal every node is back in normal mode with an empty overlay, every node holds the
+same value for every token, and no acknowledged write is lost unless a later write of
+that key exists (G1's rule on the final reads, checklib/durability.py: with one clock on
+this machine, a later write has the larger hlc); `strict` answered no_quorum on the
+cut-off node and never handed its task out twice; after a crash the node came back with
+its overlay. A report lands in RESULTS/autonomy-SCENARIO-SEED/.
+"""
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from checklib.durability import check_g1, check_replicas  # noqa: E402
+from checklib.history import load  # noqa: E402
+from harness.cluster import Cluster  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(HERE))
+SCENARIOS = ["cut-follower", "cut-leader", "survivor", "crash"]
+
+
+class Run:
+    def __init__(self, scenario, a, seed):
+        self.scenario, self.a, self.seed = scenario, a, seed
+        self.dir = os.path.join(a.results, f"autonomy-{scenario}-{seed}")
+        shutil.rmtree(self.dir, ignore_errors=True)
+        os.makedirs(self.dir)
+        self.t0 = time.time()
+        self.findings, self.figures = [], {}
+        self.workloads = {}
+
+    def say(self, msg):
+        print(f"[{self.scenario} {time.time() - self.t0:6.1f}s] {msg}", flush=True)
+
+    def ctl(self, node, *args):
+        r = subprocess.run([self.c.binary("tools/dueqctl/dueqctl"), "--json", "--addr",
+                            f"127.0.0.1:{self.c.client_port[node]}", *args],
+                           capture_output=True, text=True, timeout=30)
+        return r.returncode, r.stdout.strip(), r.stderr.strip()
+
+    def status(self, node):
+        rc, out, _ = self.ctl(node, "status")
+        return json.loads(out) if rc == 0 else None
+
+    def start_workloads(self, seconds):
+        c, a = self.c, self.a
+        for i, n in enumerate(c.ids):
+            args = [c.binary("tools/chaos/dueq-chaos-workload"), "run", "--history",
+                    os.path.join(self.dir, f"workload-{n}.jsonl"), "--seconds", str(seconds),
+                    "--seed", str(self.seed + i), "--scenario", f"autonomy-{self.scenario}",
+                    "--keys", str(a.keys), "--refresh-ms", str(a.refresh_ms), "--ttr-ms",
+                    str(a.ttr_ms), "--grace-ms", "2000", "--refreshers", str(a.refreshers),
+                    "--delete-percent", "0", "--only-node", n]
+            if i > 0:
+                args.append("--no-seed")
+            for addr in c.client_addresses():
+                args += ["--node", addr]
+            for route in c.dc_routes(n):
+                args += ["--via", route]
+            log = open(os.path.join(self.dir, f"workload-{n}.log"), "w")
+            self.workloads[n] = subprocess.Popen(args, stdout=log, stderr=log,
+                                                 start_new_session=True)
+
+    def wait_seeded(self, leader, timeout=120):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            s = self.status(leader)
+            if s and s.get("tasks", 0) >= self.a.keys + 1:  # the tokens and strict's task
+                return True
+            time.sleep(0.5)
+        return False
+
+    def execute(self):
+        a = self.a
+        self.c = c = Cluster(a.build, os.path.join(self.dir, "cluster"), ttr_ms=a.ttr_ms,
+                             autonomy_after_ms=a.after_ms, log=self.say)
+        try:
+            c.start_proxy(self.seed)
+            for n in c.ids:
+                c.start_node(n)
+            leader = c.wait_leader(30)
+            if not leader:
+                raise RuntimeError("no leader within 30 s of the start")
+            rc, _, err = self.ctl(leader, "put", "strict", "s1", "--payload", '"s"')
+            if rc != 0:
+                raise RuntimeError(f"put strict/s1: {err}")
+            total = 60 + 10 + a.cut_seconds + 30
+            self.start_workloads(total)
+            if not self.wait_seeded(leader):
+                raise RuntimeError("the tokens were not all put within 120 s")
+            others = [n for n in c.ids if n != leader]
+            target = leader if self.scenario == "cut-leader" else others[0]
+            self.say(f"{a.keys} tokens in; leader {leader}; baseline for 10 s, then the cut "
+                     f"of {target} for {a.cut_seconds} s")
+            time.sleep(10)
+            t_cut = time.time()
+            if self.scenario == "survivor":
+                for n in c.ids:
+                    if n != target:
+                        c.kill(n)
+            else:
+                c.isolate_dc(target)
+            self.hold(target, t_cut)
+            t_heal = time.time()
+            c.heal_links()
+            for n in c.down():
+                c.start_node(n)
+            self.say("healed; waiting for the merge")
+            t_merged = self.wait_merged(60)
+            self.figures["merge_seconds"] = round(t_merged - t_heal, 2) if t_merged else None
+            if not t_merged:
+                self.findings.append("not every node was back in normal mode with an empty "
+                                     "overlay 60 s after the heal")
+            s = self.status(target) or {}
+            self.figures["merge"] = s.get("autonomy")
+            self.check_strict(leader)
+            time.sleep(10)  # refreshing after the heal goes into the history too
+            for p in self.workloads.values():
+                p.terminate()  # an op cut short is indeterminate to the checker
+                p.wait(timeout=30)
+            self.say("reading every key on every node")
+            final = [c.binary("tools/chaos/dueq-chaos-workload"), "final", "--history",
+                     os.path.join(self.dir, "final.jsonl"), "--keys", str(a.keys),
+                     "--wait-seconds", "60"]
+            for addr in c.client_addresses():
+                final += ["--node", addr]
+            r = subprocess.run(final, capture_output=True, text=True, timeout=300)
+            if r.returncode != 0:
+                self.findings.append("replicas never settled: " + r.stderr.strip()[-1000:])
+        finally:
+            for p in self.workloads.values():
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+            c.stop()
+        return self.judge(target, t_cut, t_heal)
+
+    def hold(self, target, t_cut):
+        a, c = self.a, self.c
+        probed = crashed = False
+        while time.time() < t_cut + a.cut_seconds:
+            since = time.time() - t_cut
+            if not probed and since > a.after_ms / 1000 + 2:
+                probed = True
+                s = self.status(target) or {}
+                self.figures["mode_during_cut"] = s.get("mode")
+                rc, _, err = self.ctl(target, "take", "strict")
+                self.figures["strict_take_on_cut_off_node"] = err or "ok"
+                if rc == 0 or "no_quorum" not in err:
+                    self.findings.append(f"take on strict at the cut-off node: {err or 'ok'}")
+            if self.scenario == "crash" and not crashed and since > a.cut_seconds / 2:
+                crashed = True
+                before = (self.status(target) or {}).get("autonomy", {}).get("overlay")
+                self.say(f"kill -9 {target} (overlay {before}) and restart it, still cut off")
+                c.kill(target)
+                c.start_node(target)
+                after = (self.status(target) or {}).get("autonomy", {}).get("overlay")
+                self.figures["overlay_before_crash"] = before
+                self.figures["overlay_after_restart"] = after
+                if not before or after != before:
+                    self.findings.append(f"overlay {before} before the crash, {after} after")
+            time.sleep(0.2)
+
+    def wait_merged(self, timeout):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            ss = [self.status(n) for n in self.c.ids]
+            if all(s and s.get("mode") == "normal" and s["autonomy"]["overlay"] == 0
+                   and s.get("leader") for s in ss):
+                return time.time()
+            time.sleep(0.2)
+        return None
+
+    def check_strict(self, leader):
+        # strict/s1 was due before the cut and nobody took it but this probe: one take on
+        # the majority hands it out, and no second lease ever existed.
+        leader = self.c.wait_leader(30) or leader
+        rc, out, err = self.ctl(leader, "take", "strict")
+        tasks = json.loads(out).get("tasks", []) if rc == 0 else []
+        rc2, out2, _ = self.ctl(leader, "get", "strict", "s1")
+        attempts = json.loads(out2)["task"]["attempts"] if rc2 == 0 else None
+        self.figures["strict_attempts"] = attempts
+        if len(tasks) != 1 or attempts != 1:
+            self.findings.append(f"strict/s1 after the heal: take gave {len(tasks)} tasks, "
+                                 f"attempts {attempts} (want 1 and 1)")
+
+    def judge(self, target, t_cut, t_heal):
+        a = self.a
+        events, meta = [], None
+        for name in sorted(os.listdir(self.dir)):
+            if name.startswith("workload-") and name.endswith(".jsonl") or name == "final.jsonl":
+                with open(os.path.join(self.dir, name)) as f:
+                    for line in f:
+                        if not line.strip():
+                            continue
+                        ev = json.loads(line)
+                        if ev.get("type") == "meta":
+                            meta = meta or line
+                            continue
+                        events.append((ev["t"], line))
+        events.sort(key=lambda e: e[0])
+        merged = os.path.join(self.dir, "history.jsonl")
+        with open(merged, "w") as f:
+            f.write(meta)
+            f.writelines(line for _, line in events)
+        # Refreshes per second by datacenter.
+        start = t_cut + a.after_ms / 1000 + 1
+        acks = {n: 0 for n in self.c.ids}
+        base = 0
+        for t, line in events:
+            ev = json.loads(line)
+            if ev.get("type") != "ok" or ev.get("f") != "ack":
+                continue
+            ts = t / 1000
+            if t_cut - 10 <= ts < t_cut:
+                base += 1
+            if start <= ts < t_heal:
+                acks[ev["node"]] += 1
+        # An ack sets the next time refresh_ms + U(0, 500) ms ahead, and a token comes due
+        # lead_ms (500, harness/cluster.py) before its time.
+        due_rate = a.keys / ((a.refresh_ms + 250 - 500) / 1000)
+        span = max(0.001, t_heal - start)
+        self.figures["due_per_s"] = round(due_rate, 1)
+        self.figures["baseline_acks_per_s"] = round(base / 10, 1)
+        for n, k in acks.items():
+            self.figures[f"acks_per_s_{n}{' (cut off)' if n == target else ''}"] = round(k / span, 1)
+        cut_share = acks[target] / span / due_rate
+        self.figures["cut_off_side_share_of_due"] = round(cut_share, 3)
+        if cut_share < 0.9:
+            self.findings.append(f"the cut-off side refreshed {cut_share:.0%} of the due rate")
+        if self.scenario != "survivor":
+            rest = sum(k for n, k in acks.items() if n != target) / span / due_rate
+            self.figures["majority_share_of_due"] = round(rest, 3)
+            if rest < 0.9:
+                self.findings.append(f"the majority refreshed {rest:.0%} of the due rate")
+        h = load(merged)
+        checks = [check_g1(h, takes=False), check_replicas(h)]
+        for c in checks:
+            if not c.passed:
+                self.findings.append(f"{c.name}: {c.counts} e.g. "
+                                     + "; ".join(e["message"] for ex in c.examples.values()
+                                                 for e in ex[:2]))
+        out = {"scenario": self.scenario, "seed": self.seed, "keys": a.keys,
+               "cut_seconds": a.cut_seconds, "passed": not self.findings,
+               "findings": self.findings, "figures": self.figures,
+               "checks": {c.name: c.passed for c in checks}}
+        with open(os.path.join(self.dir, "report.json"), "w") as f:
+            json.dump(out, f, indent=1, default=str)
+        print(json.dumps(out, indent=1, default=str), flush=True)
+        return out
+
+
+def main():
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("scenario", choices=SCENARIOS + ["all"])
+    p.add_argument("--cut-seconds", type=int, default=60)
+    p.add_argument("--keys", type=int, default=10000)
+    p.add_argument("--refresh-ms", type=int, default=4000,
+                   help="an acked token comes due again this much later")
+    p.add_argument("--ttr-ms", type=int, default=3000)
+    p.add_argument("--refreshers", type=int, default=6,
+                   help="refresher threads per datacenter (enough for one to carry every token)")
+    p.add_argument("--after-ms", type=int, default=2000, help="the nodes' autonomy_after_ms")
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--results", default=os.path.join(ROOT, "chaos-results"))
+    p.add_argument("--build", default=os.path.join(ROOT, "build"))
+    a = p.parse_args()
+    seed = a.seed if a.seed is not None else int(time.time()) % 100000
+    results = []
+    for s in SCENARIOS if a.scenario == "all" else [a.scenario]:
+        try:
+            results.append(Run(s, a, seed).execute())
+        except Exception as e:  # a harness failure is a failed run
+            print(f"[{s}] harness error: {e}", flush=True)
+            results.append({"scenario": s, "passed": False, "findings": [str(e)]})
+    print("\n== summary ==")
+    for r in results:
+        print(f"{r['scenario']:14} {'PASSED' if r['passed'] else 'FAILED'}  "
+              + "; ".join(map(str, r["findings"]))[:400])
+    return 0 if all(r["passed"] for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
