@@ -170,7 +170,8 @@ Result Applier::operator()(const Put& c) {
     t->attempts = 0;
     t->set_state(State::ready);
     s_.link(*q, t);
-    s_.bump(t, now_);
+    s_.bump(t);
+    s_.stamp_write(t, now_);
     s_.mark_changed(t);
     s_.update_calendar(*q);
     Result r;
@@ -210,7 +211,7 @@ Result Applier::operator()(const Take& c) {
             // has had its attempts, so it goes where a failure would have sent it.
             t->set_state(State::buried);
             q->buried.insert(*t);
-            s_.bump(t, now_);
+            s_.bump(t);
             s_.mark_changed(t);
             continue;
         }
@@ -223,7 +224,7 @@ Result Applier::operator()(const Take& c) {
         detail::LeaseRec rec{s_.next_lease++, c.session, c.release_on_disconnect};
         s_.grant_lease(t, rec);
         q->taken.insert(*t);
-        s_.bump(t, now_);
+        s_.bump(t);
         s_.mark_changed(t);
         TakenTask out;
         out.key = std::string(t->key());
@@ -246,7 +247,7 @@ Result Applier::operator()(const Touch& c) {
     s_.unlink(*q, t);
     t->aux = sat_add(now_, c.ttr_ms.value_or(q->settings.ttr_ms));
     s_.link(*q, t);
-    s_.bump(t, now_);
+    s_.bump(t);
     s_.mark_changed(t);
     s_.update_calendar(*q);
     Result r;
@@ -275,7 +276,8 @@ Result Applier::operator()(const Ack& c) {
         t->aux = sat_add(now_, q->settings.retention_ms);
         t->set_state(State::done);
     }
-    s_.bump(t, now_);
+    s_.bump(t);
+    s_.stamp_write(t, now_);
     Result r;
     r.version = t->version;
     if (t->state() == State::done && t->aux <= now_) {
@@ -296,7 +298,7 @@ Result Applier::operator()(const Release& c) {
     s_.unlink(*q, t);
     s_.drop_lease(t);
     s_.after_failed_attempt(*q, t, sat_add(now_, c.delay_ms));
-    s_.bump(t, now_);
+    s_.bump(t);
     s_.mark_changed(t);
     s_.update_calendar(*q);
     return Result{};
@@ -311,7 +313,7 @@ Result Applier::operator()(const Bury& c) {
     t->set_state(State::buried);
     t->aux = 0;
     s_.link(*q, t);
-    s_.bump(t, now_);
+    s_.bump(t);
     s_.mark_changed(t);
     s_.update_calendar(*q);
     return Result{};
@@ -331,7 +333,7 @@ Result Applier::operator()(const Kick& c) {
         t->attempts = 0;  // a kicked task gets a fresh set of attempts
         t->set_state(State::ready);
         q->ready.insert(*t);
-        s_.bump(t, now_);
+        s_.bump(t);
         s_.mark_changed(t);
         ++r.kicked;
     }
@@ -350,7 +352,7 @@ Result Applier::operator()(const ReleaseSession& c) {
         s_.drop_lease(t);
         // As if the lease ran out now: the take already counted the attempt.
         s_.after_failed_attempt(q, t, now_);
-        s_.bump(t, now_);
+        s_.bump(t);
         s_.mark_changed(t);
         if (std::find(touched.begin(), touched.end(), q.id) == touched.end()) {
             touched.push_back(q.id);

@@ -24,7 +24,9 @@ struct TaskView {
     Millis time = 0;
     std::uint32_t attempts = 0;
     std::uint64_t version = 0;
-    std::uint64_t hlc = 0;   // (log time << 16) | counter of the last write; per key it only grows
+    // (log time << 16) | counter of the last write (put, ack, merge); per key it only grows.
+    // What a merge orders by (docs/autonomy.md); takes and leases running out leave it.
+    std::uint64_t hlc = 0;
     LeaseId lease = 0;       // 0 unless taken
     Millis lease_until = 0;  // 0 unless taken
     SessionId owner = 0;     // 0 unless taken

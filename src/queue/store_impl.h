@@ -141,7 +141,11 @@ struct StoreState {
     void journal(std::uint16_t queue_id, std::string_view key, const Task* t);
     // While forked, only queues with `autonomous` set may change.
     bool writable(const Queue& q) const { return !fork || q.settings.autonomous; }
-    void bump(Task* t, Millis at);
+    // Every change of a task: its version.
+    void bump(Task* t);
+    // A write (put, ack): its hlc, which merges order by. Takes, leases running out,
+    // releases, buries and kicks are not writes: they never win a merge.
+    void stamp_write(Task* t, Millis at);
     void grant_lease(Task* t, LeaseRec rec);
     void drop_lease(Task* t);
     const LeaseRec* lease_of(const Task* t) const;

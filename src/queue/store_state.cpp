@@ -129,10 +129,12 @@ void detail::StoreState::mark_changed(Task* t) {
     changes.emplace_back(t->queue_id, std::string(t->key()));
 }
 
-void detail::StoreState::bump(Task* t, Millis at) {
+void detail::StoreState::bump(Task* t) {
     t->version = t->version + 1;
-    // Per key, hlc only grows. Stamping with the time of the event (not the time advance()
-    // happened to run) keeps advance() commuting with apply().
+}
+
+void detail::StoreState::stamp_write(Task* t, Millis at) {
+    // Per key, hlc only grows.
     std::uint64_t stamp = static_cast<std::uint64_t>(std::max<Millis>(at, 0)) << 16;
     t->hlc = std::max(t->hlc + 1, stamp);
 }
@@ -241,7 +243,7 @@ void detail::StoreState::expire(Queue& q, Millis to) {
         q.taken.erase(q.taken.begin());
         drop_lease(t);
         after_failed_attempt(q, t, lease_until);
-        bump(t, lease_until);
+        bump(t);
         mark_changed(t);
     }
     while (!q.delayed.empty() && q.delayed.begin()->aux <= to) {

@@ -24,6 +24,8 @@ std::string_view to_string(PlantedBug b) {
             return "lease_from_local_clock";
         case PlantedBug::reply_before_commit:
             return "reply_before_commit";
+        case PlantedBug::merge_dropped:
+            return "merge_dropped";
     }
     return "?";
 }
@@ -32,7 +34,8 @@ bool parse_planted_bug(std::string_view name, PlantedBug& out) {
     for (auto b : {PlantedBug::none, PlantedBug::vote_for_stale_log, PlantedBug::commit_prior_term,
                    PlantedBug::vote_before_persist, PlantedBug::apply_uncommitted,
                    PlantedBug::ack_before_persist, PlantedBug::shell_applies_uncommitted,
-                   PlantedBug::lease_from_local_clock, PlantedBug::reply_before_commit}) {
+                   PlantedBug::lease_from_local_clock, PlantedBug::reply_before_commit,
+                   PlantedBug::merge_dropped}) {
         if (to_string(b) == name) {
             out = b;
             return true;

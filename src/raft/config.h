@@ -27,6 +27,7 @@ enum class PlantedBug : std::uint8_t {
     shell_applies_uncommitted,  // applies appended entries before they are committed
     lease_from_local_clock,     // applies at this node's clock instead of the log time
     reply_before_commit,        // answers a proposal as soon as it is in the leader's log
+    merge_dropped,              // applies no Merge: every write of autonomous mode is lost
 };
 
 std::string_view to_string(PlantedBug b);

@@ -292,7 +292,11 @@ void RaftShell::apply_command(const raft::Entry& e, std::optional<Proposal> mine
     const auto at = planted(raft::PlantedBug::lease_from_local_clock)
                         ? queue::Millis(now_)
                         : queue::Millis(applied_.time);
-    queue::Result result = store_->apply(*cmd, at);
+    queue::Result result;
+    if (planted(raft::PlantedBug::merge_dropped) && std::holds_alternative<queue::Merge>(*cmd))
+        result.merge = queue::MergeOutcome::kept;
+    else
+        result = store_->apply(*cmd, at);
     if (auto* merge = std::get_if<queue::Merge>(&*cmd); merge && hooks_.merged)
         hooks_.merged(*merge, result);
     // The observer sees each entry's changes; otherwise they are collected once per

@@ -198,6 +198,8 @@ TEST_CASE("a lease granted by a cut-off node is still good after its write wins 
     drain(majority);
     auto minority = copy_of(majority);
     REQUIRE(minority->fork(kBase));
+    // A take alone is no write: it would not win. A put, then a take, does.
+    REQUIRE(minority->apply(Put{"auto", "k", "refreshed", T0}, T0 + 900).ok());
     auto took = minority->apply(Take{"auto", 1, 60'000, 5}, T0 + 1000);
     REQUIRE(took.tasks.size() == 1);
     Overlay o;
@@ -215,6 +217,32 @@ TEST_CASE("a lease granted by a cut-off node is still good after its write wins 
 // log time, the cut-off node at its own clock, which runs ahead or behind. Afterwards the
 // node's overlay is merged into the majority in a random order, and every key must hold
 // what a naive reference says: the side whose last write has the larger hlc.
+TEST_CASE("a take, a lease running out or a release is no write, and never wins a merge") {
+    Store majority(kApplyLimits);
+    declare(majority, "auto", true, T0);
+    REQUIRE(majority.apply(Put{"auto", "k", "old", T0}, T0).ok());
+    drain(majority);
+    auto minority = copy_of(majority);
+    REQUIRE(minority->fork(kBase));
+    auto took = minority->apply(Take{"auto", 1, 1000, 5}, T0 + 100);
+    REQUIRE(took.tasks.size() == 1);
+    minority->advance(T0 + 5000);  // the lease runs out
+    REQUIRE(minority->apply(Take{"auto", 1, 1000, 5}, T0 + 5000).tasks.size() == 1);
+    Overlay o;
+    drain_into(*minority, o);
+    REQUIRE(o.size() == 1);
+    CHECK(o.begin()->second.hlc == o.begin()->second.base_hlc);
+    // Meanwhile the majority refreshed it: its ack must survive the merge.
+    auto mine = majority.apply(Take{"auto", 1}, T0 + 200);
+    REQUIRE(majority.apply(Ack{"auto", "k", mine.tasks[0].lease, "new", T0 + 9000}, T0 + 300).ok());
+    for (auto& m : merges_of(o, 3)) {
+        auto r = majority.apply(m, T0 + 6000);
+        CHECK(r.merge == MergeOutcome::kept);
+        CHECK_FALSE(r.both_sides_wrote);
+    }
+    CHECK(majority.get("auto", "k")->payload == "new");
+}
+
 TEST_CASE("merges match a naive last-writer-wins reference over random histories") {
     const int kRuns = 300;
     for (int run = 0; run < kRuns; ++run) {

@@ -170,8 +170,9 @@ class Model {
         return queue_ok(q) && !k.empty() && k.size() <= limits.max_key_bytes;
     }
 
-    void bump(Task& k, Millis at) {
-        ++k.version;
+    void bump(Task& k, Millis) { ++k.version; }
+    // A put or an ack: what a merge orders by.
+    void stamp_write(Task& k, Millis at) {
         std::uint64_t stamp = static_cast<std::uint64_t>(std::max<Millis>(at, 0)) << 16;
         k.hlc = std::max(k.hlc + 1, stamp);
     }
@@ -248,6 +249,7 @@ class Model {
         fresh.time = c.time.value_or(now);
         t = fresh;
         bump(t, now);
+        stamp_write(t, now);
         Result r;
         r.version = t.version;
         return r;
@@ -334,6 +336,7 @@ class Model {
             k->aux = now + q.s.retention_ms;
         }
         bump(*k, now);
+        stamp_write(*k, now);
         Result r;
         r.version = k->version;
         if (k->st == St::done && k->aux <= now) q.tasks.erase(c.key);
