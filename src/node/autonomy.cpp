@@ -178,7 +178,7 @@ void Autonomy::write_changes(ReplyTo to, queue::Command cmd, queue::Result resul
     if (!w.changes.empty()) last_ticket_ = storage_.write_overlay(std::move(w));
     if (!to) return;
     if (last_ticket_ <= persisted_) {
-        shell::Outcome o{Code::ok, {}, &cmd, &result, 0, 0};
+        shell::Outcome o{Code::ok, {}, &cmd, &result, 0, 0, true};
         return to->answer(o);
     }
     pending_.push_back({last_ticket_, std::move(to), std::move(cmd), std::move(result)});
@@ -189,7 +189,7 @@ void Autonomy::on_persisted(std::uint64_t ticket) {
     while (!pending_.empty() && pending_.front().ticket <= persisted_) {
         Pending p = std::move(pending_.front());
         pending_.pop_front();
-        shell::Outcome o{Code::ok, {}, &p.command, &p.result, 0, 0};
+        shell::Outcome o{Code::ok, {}, &p.command, &p.result, 0, 0, true};
         p.to->answer(o);
     }
 }

@@ -385,6 +385,11 @@ Result Applier::operator()(const Merge& c) {
         n->version = std::min<std::uint64_t>(std::max<std::uint64_t>(n->version, version + 1),
                                              detail::kMaxVersion);
         r.version = n->version;
+        // A lease, delay or retention that ended before now ends now, as advance() would
+        // have ended it here (and not only once a later entry moves the time).
+        Queue* mq = s_.find_queue(c.queue);
+        s_.expire(*mq, now_);
+        s_.update_calendar(*mq);
     } else if (t != nullptr) {
         s_.remove_task(*q, t, true);
         s_.update_calendar(*q);

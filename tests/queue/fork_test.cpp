@@ -325,6 +325,7 @@ TEST_CASE("merges match a naive last-writer-wins reference over random histories
             if (r.task) {
                 Store one(kApplyLimits);
                 REQUIRE(one.load_task("auto", key, *r.task));
+                one.advance(at);  // a lease that ran out by the merge ends with it
                 theirs = one.get("auto", key);
             }
             want[key] = {r.hlc > h ? theirs : here, h > base_hlc[key] && r.hlc > base_hlc[key]};
@@ -370,4 +371,24 @@ TEST_CASE("the autonomous setting is replicated state and survives a restart") {
     CHECK(c->settings("auto").autonomous);
     CHECK(c->settings("other").autonomous);
     CHECK_FALSE(c->settings("strict").autonomous);
+}
+
+TEST_CASE("a merged lease that already ran out ends when the merge applies") {
+    Store majority(kApplyLimits);
+    declare(majority, "auto", true, T0);
+    REQUIRE(majority.apply(Put{"auto", "k", "p", T0}, T0).ok());
+    drain(majority);
+    auto minority = copy_of(majority);
+    REQUIRE(minority->fork(kBase));
+    REQUIRE(minority->apply(Put{"auto", "k", "fresh", T0}, T0 + 100).ok());
+    REQUIRE(minority->apply(Take{"auto", 1, 500, 5}, T0 + 200).tasks.size() == 1);
+    Overlay o;
+    drain_into(*minority, o);
+    for (auto& m : merges_of(o, 3))
+        REQUIRE(majority.apply(m, T0 + 5000).merge == MergeOutcome::taken_over);
+    auto t = majority.get("auto", "k");
+    REQUIRE(t.has_value());
+    CHECK(t->status == Status::ready);
+    CHECK(t->payload == "fresh");
+    CHECK(t->attempts == 1);
 }

@@ -89,13 +89,39 @@ void Cluster::submit(Client& c, queue::Command cmd, std::int64_t wait_ms) {
     if (auto* take = std::get_if<queue::Take>(&cmd)) take->session = c.session;  // as dueqd
     ++stats_.proposed;
     const auto index = static_cast<std::size_t>(&c - clients_.data());
-    n.writes->submit(std::move(cmd), wait_ms, std::make_shared<ClientReply>(*this, index, c.open),
-                     clock_ms(n));
+    auto to = std::make_shared<ClientReply>(*this, index, c.open);
+    if (n.autonomy->serving())
+        n.autonomy->submit(std::move(cmd), wait_ms, std::move(to), clock_ms(n));
+    else
+        n.writes->submit(std::move(cmd), wait_ms, std::move(to), clock_ms(n));
     pump(c.node);
 }
 
 void Cluster::on_answer(std::size_t client, const shell::Outcome& o) {
     if (o.code != queue::Code::ok) return;
+    if (o.local) {  // a node in autonomous mode, from its fork: no log entry
+        ++stats_.autonomous_answers;
+        Client& c = clients_[client];
+        key_removed(*o.command, *o.result);
+        if (std::holds_alternative<queue::Take>(*o.command)) {
+            for (const auto& t : o.result->tasks) c.held.push_back({t.key, t.lease, t.lease_until});
+            return;
+        }
+        // The write's stamp, as the fork holds it now: none may be lost unless a newer
+        // write of the key wins (G4, checked at the end).
+        const std::string* key = nullptr;
+        if (auto* put = std::get_if<queue::Put>(o.command)) key = &put->key;
+        if (auto* ack = std::get_if<queue::Ack>(o.command)) key = &ack->key;
+        if (key && o.result->ok() && c.node >= 0 && nodes_[c.node]->up)
+            if (auto t = nodes_[c.node]->shell->store().get(kQueue, *key);
+                t && t->status != queue::Status::done) {
+                auto& floor = autonomous_writes_[*key];
+                floor = std::max(floor, t->hlc);
+                trace("n%llu autonomous write %s hlc %llu", (unsigned long long)nodes_[c.node]->id,
+                      key->c_str(), (unsigned long long)t->hlc);
+            }
+        return;
+    }
     if (o.index == 0) {  // a blocking take that timed out: no entry
         ++stats_.blocking_timeouts;
         return;
@@ -106,6 +132,15 @@ void Cluster::on_answer(std::size_t client, const shell::Outcome& o) {
     if (!std::holds_alternative<queue::Take>(*o.command)) return;
     for (const auto& t : o.result->tasks)
         clients_[client].held.push_back({t.key, t.lease, t.lease_until});
+}
+
+void Cluster::key_removed(const queue::Command& cmd, const queue::Result& r) {
+    if (!r.ok()) return;
+    if (auto* d = std::get_if<queue::Delete>(&cmd)) autonomous_writes_.erase(d->key);
+    if (auto* a = std::get_if<queue::Ack>(&cmd); a && !a->time) autonomous_writes_.erase(a->key);
+    if (auto* m = std::get_if<queue::Merge>(&cmd);
+        m && !m->task && r.merge == queue::MergeOutcome::taken_over)
+        autonomous_writes_.erase(m->key);
 }
 
 void Cluster::propose(int k, queue::Command cmd, std::function<void(const shell::Outcome&)> then) {
@@ -130,7 +165,8 @@ void Cluster::propose(int k, queue::Command cmd, std::function<void(const shell:
 queue::Command Cluster::next_command(Client& c, std::int64_t now) {
     auto& r = client_rng_;
     const std::string key = "k" + std::to_string(r.uniform(0, 11));
-    if (!declared_ || r.chance(0.01)) return queue::Declare{kQueue, 20, 200, 300, 3, 0.25};
+    if (!declared_ || r.chance(0.01))
+        return queue::Declare{kQueue, 20, 200, 300, 3, 0.25, autonomous_queue_};
     const std::uint64_t roll = r.uniform(0, 99);
     if (roll < 30) {
         const auto mode = r.chance(0.8)

@@ -43,6 +43,8 @@ Cluster::Cluster(const SimOptions& opts)
     // The shape of this run: every fault is on, at an intensity drawn from the seed.
     heartbeat_tick_ = static_cast<int>(rng_.uniform(1, 3));
     lease_read_ = rng_.chance(0.5);
+    // Not from rng_, so that the fault stream of a seed stays what it was.
+    autonomous_queue_ = ((opts.seed * 0x9E3779B97F4A7C15ULL) >> 40) & 1;
     const std::uint64_t entries_choices[] = {1, 3, 16, 64};
     const std::uint64_t inflight_choices[] = {1, 4, 64};
     const std::uint64_t threshold_choices[] = {8, 32, 200};
@@ -161,6 +163,12 @@ void Cluster::start_node(int k) {
     };
     hooks.on_read_state = [this, k](const raft::ReadState& rs) { on_read_state(k, rs); };
     hooks.applied = [this, &n](bool wrote) { n.writes->on_batch_applied(wrote, clock_ms(n)); };
+    hooks.fork_ended = [&n] {
+        if (n.autonomy) n.autonomy->on_fork_ended();
+    };
+    hooks.merged = [&n](const queue::Merge& m, const queue::Result& r) {
+        if (n.autonomy) n.autonomy->on_merge_applied(m, r);
+    };
     n.shell = std::make_unique<shell::RaftShell>(node_config(k), *n.disk, n, std::move(hooks));
     if (auto err = n.shell->start(loaded->first, std::move(loaded->second)))
         return checker_->fail("node " + std::to_string(n.id) + ": " + *err);
@@ -170,6 +178,21 @@ void Cluster::start_node(int k) {
     ws.node_bits = n.id;
     ws.first_session = std::uint64_t(clock_ms(n)) << 12;
     n.writes = std::make_unique<node::WritePath>(ws, *n.shell);
+    node::AutonomySettings as;
+    as.after_ms = 300;  // 3 election timeouts
+    as.self = n.id;
+    as.members = nodes_.size();
+    as.merge_batch = 8;
+    as.merge_resend_ms = 300;
+    as.max_waiting_takes = 64;
+    n.autonomy = std::make_unique<node::Autonomy>(
+        as, *n.shell, n.writes->sessions(), *n.disk,
+        [this, k](raft::NodeId leader, const std::vector<queue::Merge>& merges) {
+            send_merges(k, leader, merges);
+        },
+        clock_ms(n));
+    if (!n.autonomy->load(loaded->first.overlay))
+        return checker_->fail("node " + std::to_string(n.id) + ": its overlay does not load");
     const raft::SnapshotMeta base = n.shell->log().snapshot().meta;
     n.disk->checkpoint_now(base);
     n.sendable = n.disk->checkpoint_at(base);
@@ -194,6 +217,7 @@ void Cluster::crash_node(int k) {
     n.up = false;
     ++n.incarnation;
     checker_->set_raft(n.id, nullptr);
+    n.autonomy.reset();
     n.writes.reset();
     n.shell.reset();
     n.sendable.reset();
@@ -219,13 +243,21 @@ void Cluster::run_timers(int k) {
     // dueqd arms a timer for the write path's next deadline; ticks come often enough.
     Node& n = *nodes_[k];
     const std::int64_t now = clock_ms(n);
-    if (auto at = n.writes->next_deadline(); at && *at <= now) n.writes->on_timer(now);
+    // An autonomous node is its own leader: leases, parked takes and sessions are its.
+    if (n.autonomy->serving()) {
+        if (auto at = n.autonomy->next_deadline(); at && *at <= now) n.autonomy->on_timer(now);
+    } else if (auto at = n.writes->next_deadline(); at && *at <= now) {
+        n.writes->on_timer(now);
+    }
 }
 
 void Cluster::flush_disk(int k) {
     Node& n = *nodes_[k];
     auto [ticket, checkpoints] = n.disk->flush();
-    if (ticket != 0) n.shell->on_persisted(ticket);
+    if (ticket != 0) {
+        n.autonomy->on_persisted(ticket);
+        n.shell->on_persisted(ticket);
+    }
     for (const auto& meta : checkpoints)
         if (n.up && n.shell->on_checkpoint(meta)) n.sendable = n.disk->checkpoint_at(meta);
     pump(k);
@@ -240,6 +272,35 @@ void Cluster::on_apply(int k, const raft::Entry& e, const queue::Command* cmd,
     n.digest.apply(changes, n.shell->store());
     checker_->on_apply(n.id, e, n.digest.value());
     history_->applied(n.id, e, cmd, result);
+    // In log order: the first application of each index.
+    if (e.index > removals_seen_) {
+        removals_seen_ = e.index;
+        if (cmd && result) key_removed(*cmd, *result);
+    }
+}
+
+// Merge frames go to the leader over the simulated network (as RaftIo's peer frames): a
+// blocked link or a drop loses them, and the sender sends them again.
+void Cluster::send_merges(int from, raft::NodeId leader, const std::vector<queue::Merge>& merges) {
+    const int to = static_cast<int>(leader - 1);
+    if (to < 0 || to >= opts_.nodes || !link_up_[from][to]) return;
+    if (!healed_ && (blocked_[from][to] || rng_.chance(drop_))) return;
+    merge_slots_[next_merge_slot_] = {from, merges};
+    schedule(now_ + link_latency_us_, EventKind::merges, to, next_merge_slot_++);
+}
+
+void Cluster::deliver_merges(int to, std::uint64_t slot) {
+    auto it = merge_slots_.find(slot);
+    if (it == merge_slots_.end()) return;
+    auto [from, merges] = std::move(it->second);
+    merge_slots_.erase(it);
+    Node& n = *nodes_[to];
+    if (!n.up) return;
+    const std::string problem =
+        n.autonomy->receive_merges(nodes_[from]->id, std::move(merges), clock_ms(n));
+    trace("n%llu <- n%d merges%s%s", (unsigned long long)n.id, from + 1,
+          problem.empty() ? "" : ": ", problem.c_str());
+    pump(to);
 }
 
 void Cluster::net_send(int from, const Message& m) {
@@ -333,12 +394,15 @@ void Cluster::dispatch(const Event& ev) {
             // Ticks run on time even while a Ready is being persisted: the shell's
             // timer does not wait for the disk.
             n.shell->tick(clock_ms(n));
+            n.autonomy->on_tick(clock_ms(n));
             run_timers(k);
             pump(k);
             schedule(now_ + tick_interval(n), EventKind::tick, k, ev.arg);
             return;
         case EventKind::deliver:
             return deliver(k, ev.arg);
+        case EventKind::merges:
+            return deliver_merges(k, ev.arg);
         case EventKind::disk_flush:
             if (n.up && ev.arg == n.incarnation) flush_disk(k);
             return;

@@ -14,7 +14,10 @@
 //    (symmetric or one-way) block them. A link blocked for a while, or to a crashed
 //    node, goes down (the shell hears of it, as from the peer mesh), and comes back up.
 //  - Above each shell runs dueqd's write path (node/write_path.h): blocking takes,
-//    sessions and their release on disconnect, the leader's Advance.
+//    sessions and their release on disconnect, the leader's Advance; and its autonomous
+//    mode (node/autonomy.h): a node cut off for a while serves the workload's queue on
+//    its own when that queue is autonomous (half the seeds), and merges later through
+//    the leader (Merge frames travel the simulated network).
 //  - The workload is the product's (clients.cpp): clients connect to a node, put, take
 //    (some blocking) with leases, ack with new times, touch, release, bury, abandon
 //    leases, disconnect and resume their sessions, or go away for good.
@@ -28,6 +31,7 @@
 #include <queue>
 #include <vector>
 
+#include "node/autonomy.h"
 #include "node/write_path.h"
 #include "raft/random.h"
 #include "shell/raft_shell.h"
@@ -56,7 +60,8 @@ class Cluster {
         heal,
         unpartition,
         link_check,
-        check_live
+        check_live,
+        merges
     };
     struct Event {
         std::uint64_t time;
@@ -76,6 +81,7 @@ class Cluster {
         std::unique_ptr<SimDisk> disk;
         std::unique_ptr<shell::RaftShell> shell;
         std::unique_ptr<node::WritePath> writes;     // after shell: it proposes through it
+        std::unique_ptr<node::Autonomy> autonomy;    // after writes: it uses its sessions
         std::shared_ptr<const StoreImage> sendable;  // the checkpoint the log starts from
         StoreDigest digest;
         bool up = false;
@@ -123,6 +129,8 @@ class Cluster {
     void on_apply(int k, const raft::Entry& e, const queue::Command* cmd,
                   const queue::Result* result, std::span<const storage::TaskChange> changes);
     void net_send(int from, const raft::Message& m);
+    void send_merges(int from, raft::NodeId leader, const std::vector<queue::Merge>& merges);
+    void deliver_merges(int to, std::uint64_t slot);
     void deliver(int k, std::size_t slot);
     void set_link(int a, int b, bool up);
     void check_links();
@@ -167,6 +175,8 @@ class Cluster {
     double drop_ = 0, dup_ = 0, slow_net_ = 0;
     std::uint64_t max_delay_us_ = 0;
     std::uint64_t link_latency_us_ = 500;
+    std::map<std::uint64_t, std::pair<int, std::vector<queue::Merge>>> merge_slots_;
+    std::uint64_t next_merge_slot_ = 0;
 
     // per-seed shape
     int heartbeat_tick_ = 1;
@@ -186,6 +196,13 @@ class Cluster {
     raft::Index acked_max_index_ = 0;
     std::uint64_t outstanding_ = 0;  // proposals whose outcome has not come back
     bool declared_ = false;          // the workload's queue settings are applied
+    bool autonomous_queue_ = false;  // the workload's queue is served by cut-off nodes
+    // Per key, the largest hlc of a write answered by a node in autonomous mode since the
+    // key was last removed or done (then its history starts over: a put that re-creates
+    // it is stamped afresh). G4, checked at the end: the key's hlc is at least that.
+    std::map<std::string, std::uint64_t> autonomous_writes_;
+    void key_removed(const queue::Command& cmd, const queue::Result& r);
+    raft::Index removals_seen_ = 0;
     bool marker_acked_ = false;      // after healing: a put got through
     int leader_hint_ = 0;
 

@@ -19,6 +19,7 @@ std::uint64_t SimDisk::submit(Job job) {
 
 bool SimDisk::syncs(const Job& job) {
     if (const auto* w = std::get_if<storage::LogWrite>(&job)) return w->sync;
+    if (const auto* o = std::get_if<storage::OverlayWrite>(&job)) return o->sync;
     return std::holds_alternative<Install>(job);
 }
 
@@ -39,6 +40,13 @@ void SimDisk::carry_out(DiskImage& img, const Job& job) {
         if (a->trim.index > img.log.snapshot().meta.index &&
             img.log.create_snapshot(a->trim.index, {}).is_ok())
             img.log.compact(a->trim.index);
+    } else if (const auto* o = std::get_if<storage::OverlayWrite>(&job)) {
+        for (const auto& c : o->changes) {
+            if (c.record)
+                img.overlay[{c.queue, c.key}] = *c.record;
+            else
+                img.overlay.erase({c.queue, c.key});
+        }
     } else if (const auto* s = std::get_if<Install>(&job)) {
         img.log.apply_snapshot(raft::Snapshot{s->meta, {}});
         img.log.set_hard_state(s->hard_state);
@@ -101,6 +109,8 @@ std::optional<std::pair<storage::Loaded, std::unique_ptr<queue::Store>>> SimDisk
     }
     loaded.applied_index = durable_.applied_index;
     loaded.applied_time = durable_.applied_time;
+    for (const auto& [qk, record] : durable_.overlay)
+        loaded.overlay.push_back({qk.first, qk.second, record});
     auto store = durable_.store.load();
     if (!store) return std::nullopt;
     return std::make_pair(std::move(loaded), std::move(store));

@@ -23,6 +23,7 @@
 #include <variant>
 #include <vector>
 
+#include "node/autonomy.h"
 #include "queue/store.h"
 #include "raft/storage.h"
 #include "shell/raft_shell.h"
@@ -45,9 +46,10 @@ struct DiskImage {
     std::uint64_t applied_index = 0;
     std::int64_t applied_time = 0;
     StoreImage store;
+    std::map<std::pair<std::string, std::string>, std::string> overlay;  // autonomous mode
 };
 
-class SimDisk final : public shell::Storage {
+class SimDisk final : public shell::Storage, public node::OverlayStorage {
   public:
     struct Install {
         raft::SnapshotMeta meta;
@@ -57,7 +59,8 @@ class SimDisk final : public shell::Storage {
     struct CheckpointJob {
         raft::SnapshotMeta meta;
     };
-    using Job = std::variant<storage::LogWrite, storage::AppliedState, Install, CheckpointJob>;
+    using Job = std::variant<storage::LogWrite, storage::AppliedState, Install, CheckpointJob,
+                             storage::OverlayWrite>;
 
     // What the owner does for the disk: `schedule_flush` asks for flush() to be called
     // later (once per group); `on_synced` reports each log write as it becomes durable.
@@ -95,6 +98,8 @@ class SimDisk final : public shell::Storage {
     std::optional<std::uint64_t> install_snapshot(const raft::SnapshotMeta& meta,
                                                   const raft::HardState& hs) override;
     void checkpoint(const raft::SnapshotMeta& meta) override { submit(CheckpointJob{meta}); }
+    // node::OverlayStorage
+    std::uint64_t write_overlay(storage::OverlayWrite w) override { return submit(std::move(w)); }
 
   private:
     std::uint64_t submit(Job job);

@@ -57,6 +57,9 @@ void TaskHistory::on_command(const queue::Command& cmd, const queue::Result& r, 
         end_lease({del->queue, del->key}, 0);
     } else if (const auto* put = std::get_if<queue::Put>(&cmd)) {
         end_lease({put->queue, put->key}, 0);  // a put replaces a taken task
+    } else if (const auto* m = std::get_if<queue::Merge>(&cmd)) {
+        // A merged write that wins replaces the task, as a put does (docs/autonomy.md).
+        if (r.merge == queue::MergeOutcome::taken_over) end_lease({m->queue, m->key}, 0);
     } else if (const auto* rs = std::get_if<queue::ReleaseSession>(&cmd)) {
         ++sessions_released_;
         for (auto it = live_.begin(); it != live_.end();) {

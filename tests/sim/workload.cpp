@@ -172,15 +172,37 @@ bool Cluster::cluster_live(std::string* why) {
         *why = "leader has uncommitted entries";
         return false;
     }
+    for (const auto& node : nodes_) {
+        if (node->autonomy->mode() != node::Autonomy::Mode::normal ||
+            node->autonomy->overlay_size() > 0) {
+            os << "node " << node->id << " is " << node::to_string(node->autonomy->mode())
+               << " with " << node->autonomy->overlay_size() << " writes not merged";
+            *why = os.str();
+            return false;
+        }
+    }
     return true;
 }
 
 void Cluster::check_live() {
     std::string why;
     if (cluster_live(&why)) {
-        for (const auto& n : nodes_)
+        for (const auto& n : nodes_) {
             history_->check_final(n->id, n->shell->store(), n->shell->applied().index,
                                   queue::Millis(n->shell->applied().time));
+            stats_.merged += n->autonomy->totals().merged;
+            stats_.merges_taken_over += n->autonomy->totals().taken_over;
+        }
+        // G4: a write answered in autonomous mode is lost only to a newer write of its
+        // key (a later deletion may have removed the key: then nothing is judged).
+        const queue::Store& store = nodes_[0]->shell->store();
+        for (const auto& [key, hlc] : autonomous_writes_) {
+            auto t = store.get(kQueue, key);
+            if (t && t->hlc < hlc)
+                return checker_->fail("G4: a write of " + kQueue + "/" + key + " answered in "
+                                      "autonomous mode (hlc " + std::to_string(hlc) +
+                                      ") is lost: the task's hlc is " + std::to_string(t->hlc));
+        }
         stats_.heal_to_live_ms = (now_ - healed_at_) / 1000;
         done_ = true;
         return;

@@ -39,7 +39,8 @@ void print_stats(const dueq::sim::SimStats& s) {
         "  sim time %llu ms, events %llu, messages %llu, commands %llu (acked %llu), reads %llu,\n"
         "  leases %llu (abandoned %llu), leader terms %llu, crashes %llu (torn %llu),\n"
         "  partitions %llu, links down %llu, snapshots sent %llu, live %llu ms after heal,\n"
-        "  client disconnects %llu, sessions released %llu, blocking takes timed out %llu\n",
+        "  client disconnects %llu, sessions released %llu, blocking takes timed out %llu,\n"
+        "  answered in autonomous mode %llu, merged %llu (%llu became the task)\n",
         (unsigned long long)s.sim_ms, (unsigned long long)s.events, (unsigned long long)s.messages,
         (unsigned long long)s.proposed, (unsigned long long)s.acked, (unsigned long long)s.reads,
         (unsigned long long)s.leases, (unsigned long long)s.abandoned,
@@ -47,7 +48,9 @@ void print_stats(const dueq::sim::SimStats& s) {
         (unsigned long long)s.torn_crashes, (unsigned long long)s.partitions,
         (unsigned long long)s.link_downs, (unsigned long long)s.snapshots_sent,
         (unsigned long long)s.heal_to_live_ms, (unsigned long long)s.disconnects,
-        (unsigned long long)s.sessions_released, (unsigned long long)s.blocking_timeouts);
+        (unsigned long long)s.sessions_released, (unsigned long long)s.blocking_timeouts,
+        (unsigned long long)s.autonomous_answers, (unsigned long long)s.merged,
+        (unsigned long long)s.merges_taken_over);
 }
 
 int run_one(SimOptions o) {
@@ -90,6 +93,9 @@ int run_sweep(SimOptions base, std::uint64_t start, std::uint64_t seeds,
         total.disconnects += r.stats.disconnects;
         total.sessions_released += r.stats.sessions_released;
         total.blocking_timeouts += r.stats.blocking_timeouts;
+        total.autonomous_answers += r.stats.autonomous_answers;
+        total.merged += r.stats.merged;
+        total.merges_taken_over += r.stats.merges_taken_over;
         total.heal_to_live_ms = std::max(total.heal_to_live_ms, r.stats.heal_to_live_ms);
         if (!r.ok) {
             ++failures;
@@ -119,7 +125,8 @@ int run_sweep(SimOptions base, std::uint64_t start, std::uint64_t seeds,
         "  totals: events %llu, acked commands %llu, leases %llu (abandoned %llu), reads %llu,\n"
         "  leader terms %llu, crashes %llu (torn %llu), partitions %llu, links down %llu,\n"
         "  snapshots sent %llu, client disconnects %llu, sessions released %llu,\n"
-        "  blocking takes timed out %llu, slowest recovery after healing %llu ms\n",
+        "  blocking takes timed out %llu, slowest recovery after healing %llu ms,\n"
+        "  answered in autonomous mode %llu, merged %llu (%llu became the task)\n",
         (unsigned long long)total.events, (unsigned long long)total.acked,
         (unsigned long long)total.leases, (unsigned long long)total.abandoned,
         (unsigned long long)total.reads, (unsigned long long)total.elections,
@@ -127,7 +134,8 @@ int run_sweep(SimOptions base, std::uint64_t start, std::uint64_t seeds,
         (unsigned long long)total.partitions, (unsigned long long)total.link_downs,
         (unsigned long long)total.snapshots_sent, (unsigned long long)total.disconnects,
         (unsigned long long)total.sessions_released, (unsigned long long)total.blocking_timeouts,
-        (unsigned long long)total.heal_to_live_ms);
+        (unsigned long long)total.heal_to_live_ms, (unsigned long long)total.autonomous_answers,
+        (unsigned long long)total.merged, (unsigned long long)total.merges_taken_over);
     return failures == 0 ? 0 : 1;
 }
 
