@@ -169,18 +169,22 @@ detail::Task* detail::StoreState::install_task(std::string_view queue, std::stri
 }
 
 std::string detail::StoreState::encode_meta() const {
+    // While forked, the committed state's values: a fork's are never written as applied
+    // state (its lease ids, for one, are from the autonomous space).
     msgpack::sbuffer buf;
     detail::Packer p(buf);
     p.pack_array(5);
     p.pack(kMetaFormat);
-    p.pack(now);
-    p.pack(next_lease);
+    p.pack(fork ? fork->now : now);
+    p.pack(fork ? fork->next_lease : next_lease);
     p.pack_array(static_cast<std::uint32_t>(queues_by_name.size()));
     for (const auto& [name, q] : queues_by_name) {
+        std::int64_t credit = q->late_credit;
+        if (fork) credit = q->id < fork->late_credit.size() ? fork->late_credit[q->id] : 0;
         p.pack_array(8);
         detail::pack_text(p, name);
         pack_declared(p, q->declared);
-        p.pack(q->late_credit);
+        p.pack(credit);
         detail::pack_optional(p, q->declared.autonomous);
     }
     p.pack_array(6);  // the declared defaults (older metas end before them)
