@@ -40,7 +40,8 @@ int main(int argc, char** argv) {
     app.add_option("--plant", plant,
                    "tests only: run with a deliberate defect of the Raft shell "
                    "(reply_before_commit: the leader answers writes before they commit; "
-                   "shell_applies_uncommitted, lease_from_local_clock) or of the Raft core "
+                   "shell_applies_uncommitted, lease_from_local_clock; merge_dropped: no "
+                   "write of autonomous mode is ever merged) or of the Raft core "
                    "(apply_uncommitted, commit_prior_term, vote_before_persist, "
                    "vote_for_stale_log, ack_before_persist); docs/simulation.md; needs a "
                    "build with DUEQ_PLANTED_BUGS");

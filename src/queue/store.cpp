@@ -172,6 +172,10 @@ Result Applier::operator()(const Put& c) {
     s_.link(*q, t);
     s_.bump(t);
     s_.stamp_write(t, now_);
+    if (const detail::Tombstone* tomb = s_.tombstone_of(q->id, c.key)) {
+        t->hlc = std::max(t->hlc, tomb->hlc + 1);  // per key, the stamp only grows
+        if (!s_.fork) s_.clear_tombstone(q->id, c.key);
+    }
     s_.mark_changed(t);
     s_.update_calendar(*q);
     Result r;
@@ -185,7 +189,12 @@ Result Applier::operator()(const Delete& c) {
     Queue* q = s_.find_queue(c.queue);
     Task* t = q ? s_.table.find(q->id, c.key) : nullptr;
     if (t == nullptr) return Result::error(Code::not_found, "no such task");
+    const std::uint64_t stamp = static_cast<std::uint64_t>(now_) << 16;
+    const detail::Tombstone tomb{std::max(t->hlc + 1, stamp),
+                                 sat_add(now_, q->settings.retention_ms)};
     s_.remove_task(*q, t, true);
+    // A fork keeps its deletions in its journal; retention 0 remembers nothing.
+    if (!s_.fork && tomb.until > now_) s_.set_tombstone(q->id, c.key, tomb);
     s_.update_calendar(*q);
     return Result{};
 }
@@ -370,7 +379,8 @@ Result Applier::operator()(const Merge& c) {
     if (auto r = check_key(c.queue, c.key)) return *r;
     Queue* q = s_.find_queue(c.queue);
     Task* t = q ? s_.table.find(q->id, c.key) : nullptr;
-    const std::uint64_t here = t ? t->hlc : 0;
+    const detail::Tombstone* tomb = q && !t ? s_.tombstone_of(q->id, c.key) : nullptr;
+    const std::uint64_t here = t ? t->hlc : tomb ? tomb->hlc : 0;
     Result r;
     r.both_sides_wrote = here > c.base_hlc && c.hlc > c.base_hlc;
     if (c.hlc <= here) {
@@ -381,6 +391,7 @@ Result Applier::operator()(const Merge& c) {
         const std::uint64_t version = t ? t->version : 0;
         Task* n = s_.install_task(c.queue, c.key, *c.task, true);
         if (n == nullptr) return bad("the merged task does not decode");
+        s_.clear_tombstone(n->queue_id, c.key);
         n->hlc = c.hlc;
         n->version = std::min<std::uint64_t>(std::max<std::uint64_t>(n->version, version + 1),
                                              detail::kMaxVersion);
@@ -390,8 +401,13 @@ Result Applier::operator()(const Merge& c) {
         Queue* mq = s_.find_queue(c.queue);
         s_.expire(*mq, now_);
         s_.update_calendar(*mq);
-    } else if (t != nullptr) {
-        s_.remove_task(*q, t, true);
+    } else {
+        if (q == nullptr && (q = s_.get_or_create_queue(c.queue)) == nullptr)
+            return bad("too many queues");
+        if (t != nullptr) s_.remove_task(*q, t, true);
+        // The deletion is remembered as one made here would be.
+        const Millis until = sat_add(now_, q->settings.retention_ms);
+        if (until > now_) s_.set_tombstone(q->id, c.key, detail::Tombstone{c.hlc, until});
         s_.update_calendar(*q);
     }
     r.merge = MergeOutcome::taken_over;

@@ -60,6 +60,8 @@ void detail::StoreState::journal(std::uint16_t queue_id, std::string_view key, c
     if (t != nullptr) {
         b.task = encode_task(*t);
         b.hlc = t->hlc;
+    } else if (const Tombstone* tomb = tombstone_of(queue_id, key)) {
+        b.hlc = tomb->hlc;  // deleted before the fork: that deletion is the key's base
     }
     fork->before.emplace(std::move(k), std::move(b));
 }
@@ -79,6 +81,14 @@ bool Store::fork(LeaseId lease_base) {
 
 bool Store::forked() const {
     return impl_->fork != nullptr;
+}
+
+std::optional<std::uint64_t> Store::tombstone_hlc(std::string_view queue,
+                                                  std::string_view key) const {
+    const Queue* q = impl_->find_queue(queue);
+    const detail::Tombstone* t = q ? impl_->tombstone_of(q->id, key) : nullptr;
+    if (!t || impl_->table.find(q->id, key)) return std::nullopt;
+    return t->hlc;
 }
 
 void Store::drain_fork(const std::function<void(std::string_view queue, std::string_view key,

@@ -8,6 +8,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -78,6 +79,13 @@ struct SessionLease {
     }
 };
 
+// A deleted key, remembered for its queue's retention_ms (as a done task is) so that a
+// merge of an older write from a cut-off node does not bring it back (docs/autonomy.md).
+struct Tombstone {
+    std::uint64_t hlc = 0;  // of the deletion
+    Millis until = 0;
+};
+
 // What a fork (Store::fork) keeps to undo itself: the state before the fork of every task
 // it touched, and the store-wide values it may move.
 struct ForkJournal {
@@ -118,6 +126,10 @@ struct StoreState {
 
     std::unique_ptr<ForkJournal> fork;  // set while forked (autonomous mode)
 
+    // Deleted keys (never touched by a fork: it keeps its deletions in its journal).
+    std::map<std::pair<std::uint16_t, std::string>, Tombstone> tombstones;
+    std::set<std::tuple<Millis, std::uint16_t, std::string>> tombstone_expiry;
+
     explicit StoreState(StoreLimits l) : limits(l) {}
     ~StoreState();  // returns every task to the arena
     StoreState(const StoreState&) = delete;
@@ -139,6 +151,11 @@ struct StoreState {
         if (fork) journal(t->queue_id, t->key(), t);
     }
     void journal(std::uint16_t queue_id, std::string_view key, const Task* t);
+    const Tombstone* tombstone_of(std::uint16_t queue_id, std::string_view key) const;
+    // Records (or replaces) the tombstone of a key and lists the key as changed.
+    void set_tombstone(std::uint16_t queue_id, std::string_view key, Tombstone t);
+    void clear_tombstone(std::uint16_t queue_id, std::string_view key);
+    void expire_tombstones(Millis to);
     // While forked, only queues with `autonomous` set may change.
     bool writable(const Queue& q) const { return !fork || q.settings.autonomous; }
     // Every change of a task: its version.
@@ -163,6 +180,7 @@ struct StoreState {
 
     // ---- persistence (task_codec.cpp) ----
     std::string encode_task(const Task& t) const;
+    static std::string encode_tombstone(const Tombstone& t);
     bool load_task(std::string_view queue, std::string_view key, std::string_view encoded);
     // Decodes and puts a task in place of any task with its key; nullptr (and nothing
     // changed) if it does not decode.

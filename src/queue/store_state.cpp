@@ -233,6 +233,39 @@ Task* detail::StoreState::pick_for_take(Queue& q, Millis at, bool* contested, bo
     return not_late != nullptr ? not_late : late_task;
 }
 
+// ---------------------------------------------------------------- tombstones
+
+const detail::Tombstone* detail::StoreState::tombstone_of(std::uint16_t queue_id,
+                                                         std::string_view key) const {
+    if (tombstones.empty()) return nullptr;
+    auto it = tombstones.find({queue_id, std::string(key)});
+    return it == tombstones.end() ? nullptr : &it->second;
+}
+
+void detail::StoreState::set_tombstone(std::uint16_t queue_id, std::string_view key,
+                                       Tombstone t) {
+    clear_tombstone(queue_id, key);
+    tombstones[{queue_id, std::string(key)}] = t;
+    tombstone_expiry.insert({t.until, queue_id, std::string(key)});
+    changes.emplace_back(queue_id, std::string(key));
+}
+
+void detail::StoreState::clear_tombstone(std::uint16_t queue_id, std::string_view key) {
+    auto it = tombstones.find({queue_id, std::string(key)});
+    if (it == tombstones.end()) return;
+    tombstone_expiry.erase({it->second.until, queue_id, it->first.second});
+    tombstones.erase(it);
+}
+
+void detail::StoreState::expire_tombstones(Millis to) {
+    while (!tombstone_expiry.empty() && std::get<0>(*tombstone_expiry.begin()) <= to) {
+        auto [until, queue_id, key] = *tombstone_expiry.begin();
+        tombstone_expiry.erase(tombstone_expiry.begin());
+        tombstones.erase({queue_id, key});
+        if (table.find(queue_id, key) == nullptr) changes.emplace_back(queue_id, std::move(key));
+    }
+}
+
 // ---------------------------------------------------------------- time
 
 void detail::StoreState::expire(Queue& q, Millis to) {
@@ -281,6 +314,7 @@ void detail::StoreState::advance(Millis to) {
         expire(q, to);
         update_calendar(q);
     }
+    expire_tombstones(to);
 }
 
 }  // namespace dueq::queue

@@ -5,6 +5,8 @@
 //   [1, state, time, aux, hlc, version, attempts, payload(bin)]            not taken
 //   [1, state, time, aux, hlc, version, attempts, payload, lease, owner, rod]  taken
 //   state: 0 ready, 1 taken, 2 buried, 3 done, 4 ready but held back until aux
+// a deleted key (a tombstone, kept until `until`):
+//   [2, hlc, until]
 // meta:
 //   [1, now, next_lease, [[queue, lead_ms, ttr_ms, retention_ms, max_attempts,
 //                          late_share, late_credit, autonomous], ...],
@@ -22,6 +24,19 @@ using Queue = detail::Queue;
 namespace {
 
 constexpr std::uint64_t kTaskFormat = 1;
+constexpr std::uint64_t kTombstoneFormat = 2;
+
+// A tombstone record, or nullopt if `root` is not one.
+std::optional<detail::Tombstone> decode_tombstone(const msgpack::object& root) {
+    std::uint32_t n = 0;
+    const msgpack::object* a = detail::array_items(root, &n);
+    std::uint64_t format = 0;
+    detail::Tombstone t;
+    if (n != 3 || !detail::read_uint(a[0], 255, &format) || format != kTombstoneFormat ||
+        !detail::read_uint(a[1], UINT64_MAX, &t.hlc) || !detail::read_int(a[2], &t.until))
+        return std::nullopt;
+    return t;
+}
 constexpr std::uint64_t kMetaFormat = 1;
 
 msgpack::unpack_limit task_limits() {
@@ -125,8 +140,32 @@ std::string detail::StoreState::encode_task(const Task& t) const {
     return std::string(buf.data(), buf.size());
 }
 
+std::string detail::StoreState::encode_tombstone(const Tombstone& t) {
+    msgpack::sbuffer buf;
+    detail::Packer p(buf);
+    p.pack_array(3);
+    p.pack(kTombstoneFormat);
+    p.pack(t.hlc);
+    p.pack(t.until);
+    return std::string(buf.data(), buf.size());
+}
+
 bool detail::StoreState::load_task(std::string_view queue, std::string_view key,
                                    std::string_view encoded) {
+    if (auto oh = detail::unpack_whole(encoded, task_limits())) {
+        if (auto tomb = decode_tombstone(oh->get())) {
+            if (queue.empty() || queue.size() > detail::kMaxKeyBytes || key.empty() ||
+                key.size() > detail::kMaxKeyBytes)
+                return false;
+            Queue* q = get_or_create_queue(queue);
+            if (q == nullptr) return false;
+            if (Task* old = table.find(q->id, key)) remove_task(*q, old, false);
+            clear_tombstone(q->id, key);
+            tombstones[{q->id, std::string(key)}] = *tomb;
+            tombstone_expiry.insert({tomb->until, q->id, std::string(key)});
+            return true;
+        }
+    }
     return install_task(queue, key, encoded, false) != nullptr;
 }
 
@@ -248,11 +287,15 @@ void Store::drain_changes(
     changes.swap(impl_->changes);
     // A key is listed once per time it went from clean to changed; a task that is there
     // and already clean was reported by an earlier entry of this same drain.
+    std::set<std::pair<std::uint16_t, std::string_view>> gone;  // reported absent keys
     for (const auto& [queue_id, key] : changes) {
         const Queue& q = *impl_->queues[queue_id];
         Task* t = impl_->table.find(queue_id, key);
         if (t == nullptr) {
-            fn(q.name, key, std::nullopt);
+            if (!gone.emplace(queue_id, key).second) continue;  // a deletion and its tombstone
+            const detail::Tombstone* tomb = impl_->tombstone_of(queue_id, key);
+            fn(q.name, key,
+               tomb ? std::optional(detail::StoreState::encode_tombstone(*tomb)) : std::nullopt);
         } else if (t->dirty) {
             t->dirty = 0;
             fn(q.name, key, impl_->encode_task(*t));
@@ -288,6 +331,10 @@ void Store::for_each_task(const std::function<void(std::string_view queue, std::
         each(q->buried);
         each(q->done);
     }
+    for (const auto& [qk, tomb] : impl_->tombstones)
+        if (impl_->table.find(qk.first, qk.second) == nullptr)  // a fork may have re-created it
+            fn(impl_->queues[qk.first]->name, qk.second,
+               detail::StoreState::encode_tombstone(tomb));
 }
 
 }  // namespace dueq::queue

@@ -261,8 +261,9 @@ TEST_CASE("merges match a naive last-writer-wins reference over random histories
         REQUIRE(minority->fork(kBase));
         std::map<std::string, std::uint64_t> base_hlc;
         for (int i = 0; i < kKeys; ++i) {
-            auto v = base.get("auto", "k" + std::to_string(i));
-            base_hlc["k" + std::to_string(i)] = v ? v->hlc : 0;
+            const std::string key = "k" + std::to_string(i);
+            auto v = base.get("auto", key);
+            base_hlc[key] = v ? v->hlc : base.tombstone_hlc("auto", key).value_or(0);
         }
         // Each side's clock: the minority's may be up to 2 s off the majority's.
         Millis t_major = T0 + 10, t_minor = T0 + 10 + Millis(pick(4001)) - 2000;
@@ -317,7 +318,9 @@ TEST_CASE("merges match a naive last-writer-wins reference over random histories
             const std::string key = "k" + std::to_string(i);
             auto here = majority->get("auto", key);
             auto it = overlay.find({"auto", key});
-            const std::uint64_t h = here ? here->hlc : 0;
+            // A key the majority deleted is remembered with the deletion's stamp.
+            const std::uint64_t h =
+                here ? here->hlc : majority->tombstone_hlc("auto", key).value_or(0);
             if (it == overlay.end()) {
                 want[key] = {here, false};
                 continue;
@@ -393,4 +396,46 @@ TEST_CASE("a merged lease that already ran out ends when the merge applies") {
     CHECK(t->status == Status::ready);
     CHECK(t->payload == "fresh");
     CHECK(t->attempts == 1);
+}
+
+TEST_CASE("a key deleted on the majority stays deleted unless the merged write is newer") {
+    Store majority(kApplyLimits);
+    Declare d{"auto"};
+    d.autonomous = true;
+    d.retention_ms = 60'000;
+    REQUIRE(majority.apply(d, T0).ok());
+    REQUIRE(majority.apply(Put{"auto", "k", "p", T0}, T0).ok());
+    drain(majority);
+    auto minority = copy_of(majority);
+    REQUIRE(minority->fork(kBase));
+    REQUIRE(minority->apply(Put{"auto", "k", "older", T0}, T0 + 100).ok());
+    REQUIRE(minority->apply(Put{"auto", "j", "newer", T0}, T0 + 900).ok());
+    Overlay o;
+    drain_into(*minority, o);
+    // The majority deletes both keys between the two writes of the cut-off node.
+    REQUIRE(majority.apply(Delete{"auto", "k"}, T0 + 500).ok());
+    REQUIRE(majority.apply(Put{"auto", "j", "p", T0}, T0 + 500).ok());
+    REQUIRE(majority.apply(Delete{"auto", "j"}, T0 + 500).ok());
+    CHECK(majority.tombstone_hlc("auto", "k") > o.at({"auto", "k"}).base_hlc);
+    // The tombstone is applied state: a replica rebuilt from what was persisted has it.
+    std::map<std::pair<std::string, std::string>, std::optional<std::string>> persisted;
+    majority.drain_changes([&](std::string_view q, std::string_view k, const auto& e) {
+        persisted[{std::string(q), std::string(k)}] = e;
+    });
+    REQUIRE(persisted.at({"auto", "k"}).has_value());
+    auto replica = copy_of(majority);
+    CHECK(replica->tombstone_hlc("auto", "k") == majority.tombstone_hlc("auto", "k"));
+    for (Store* s : {&majority, replica.get()})
+        for (auto& m : merges_of(o, 3)) s->apply(m, T0 + 1000);
+    CHECK_FALSE(majority.get("auto", "k").has_value());  // the deletion was newer
+    CHECK(majority.get("auto", "j")->payload == "newer");  // the write was newer
+    CHECK(image_of(majority) == image_of(*replica));
+    // After retention the deletion is forgotten, on every replica the same way.
+    majority.advance(T0 + 500 + 60'000);
+    CHECK_FALSE(majority.tombstone_hlc("auto", "k").has_value());
+    std::optional<std::string> gone = std::string("x");
+    majority.drain_changes([&](auto, std::string_view k, const auto& e) {
+        if (k == "k") gone = e;
+    });
+    CHECK_FALSE(gone.has_value());
 }

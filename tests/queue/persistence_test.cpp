@@ -55,7 +55,8 @@ void same_task(const Store& a, const Store& b, const std::string& q, const std::
 
 }  // namespace
 
-TEST_CASE("drain_changes reports each changed key once, deletions as nullopt", "[queue][persist]") {
+TEST_CASE("drain_changes reports each changed key once, deletions as tombstones",
+          "[queue][persist]") {
     Store s;
     REQUIRE(s.apply(Put{"q", "a", "1"}, T0).ok());
     REQUIRE(s.apply(Put{"q", "a", "2"}, T0).ok());
@@ -72,9 +73,18 @@ TEST_CASE("drain_changes reports each changed key once, deletions as nullopt", "
     REQUIRE(s.apply(Put{"q", "b", "again"}, T0).ok());  // deleted then re-created
     Image second = drain(s);
     CHECK(second.size() == 3);
-    CHECK_FALSE(second.at({"q", "a"}).has_value());
-    CHECK_FALSE(second.at({"q", "c"}).has_value());
+    // A deleted key is remembered for retention_ms (docs/semantics.md, Retention): its
+    // record is the tombstone, until that runs out.
+    CHECK(second.at({"q", "a"}).has_value());
+    CHECK(second.at({"q", "c"}).has_value());
+    CHECK(s.tombstone_hlc("q", "a").has_value());
+    CHECK_FALSE(s.tombstone_hlc("q", "b").has_value());  // re-created
     CHECK(second.at({"q", "b"}).has_value());
+    s.advance(T0 + s.settings("q").retention_ms);
+    Image expired = drain(s);
+    CHECK(expired.size() == 2);
+    CHECK_FALSE(expired.at({"q", "a"}).has_value());
+    CHECK_FALSE(expired.at({"q", "c"}).has_value());
 
     // Refused commands change nothing, so report nothing.
     CHECK(s.apply(Put{"q", "b", "x", std::nullopt, PutMode::insert}, T0).code == Code::exists);

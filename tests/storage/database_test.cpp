@@ -133,7 +133,7 @@ TEST_CASE("deleted tasks are gone after reopen") {
         });
         s.store_meta = store.encode_meta();
         REQUIRE(s.changes.size() == 1);
-        CHECK_FALSE(s.changes[0].encoded);
+        CHECK(s.changes[0].encoded);  // the tombstone, kept for retention_ms
         REQUIRE(db->write({}, {s}).ok);
     }
     queue::Store store;
@@ -142,6 +142,7 @@ TEST_CASE("deleted tasks are gone after reopen") {
     CHECK(store.task_count() == 2);
     CHECK(store.get("q", "k1"));
     CHECK_FALSE(store.get("q", "k2"));
+    CHECK(store.tombstone_hlc("q", "k2").has_value());
     CHECK(store.get("q", "k3"));
 }
 
