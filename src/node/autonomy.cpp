@@ -44,9 +44,10 @@ bool Autonomy::load(const std::vector<storage::OverlayChange>& stored) {
         overlay_[{c.queue, c.key}] = std::move(*r);
     }
     if (!overlay_.empty())
-        spdlog::info("{} writes made in autonomous mode are not merged yet; they will be once "
-                     "a leader holding a quorum is known",
-                     overlay_.size());
+        spdlog::info(
+            "{} writes made in autonomous mode are not merged yet; they will be once "
+            "a leader holding a quorum is known",
+            overlay_.size());
     return true;
 }
 
@@ -93,8 +94,8 @@ void Autonomy::enter(std::int64_t now) {
     queue::Store* fork = shell_.fork();
     for (const auto& [k, r] : overlay_)
         if (!fork->load_overlay(k.first, k.second, r)) {
-            spdlog::error("an overlay record of {}/{} does not load; it stays unmerged",
-                          k.first, k.second);
+            spdlog::error("an overlay record of {}/{} does not load; it stays unmerged", k.first,
+                          k.second);
         }
     fork->drain_fork([](auto, auto, const auto&) {});  // the overlay has them already
     sent_at_.clear();
@@ -115,9 +116,10 @@ void Autonomy::on_fork_ended() {
         shell::Outcome o{Code::ok, {}, &take, &nothing, 0, 0};
         w.to->answer(o);
     }
-    spdlog::warn("leaving autonomous mode after {} ms: a leader holding a quorum is known; {} "
-                 "writes to merge",
-                 now_ - since_, overlay_.size());
+    spdlog::warn(
+        "leaving autonomous mode after {} ms: a leader holding a quorum is known; {} "
+        "writes to merge",
+        now_ - since_, overlay_.size());
     mode_ = overlay_.empty() ? Mode::normal : Mode::merging;
     since_ = now_;
 }
@@ -137,8 +139,11 @@ bool Autonomy::submit(queue::Command cmd, std::int64_t wait_ms, ReplyTo to, std:
     if (!fork) {
         if (to) {
             shell::Outcome o{Code::no_quorum,
-                             "this node is not in autonomous mode any more; not applied", nullptr,
-                             nullptr, 0, 0};
+                             "this node is not in autonomous mode any more; not applied",
+                             nullptr,
+                             nullptr,
+                             0,
+                             0};
             to->answer(o);
         }
         return false;
@@ -172,8 +177,7 @@ void Autonomy::write_changes(ReplyTo to, queue::Command cmd, queue::Result resul
                 it->second.base_hlc = base;
             }
             sent_at_.erase(key);
-            w.changes.push_back(
-                {key.first, key.second, queue::encode_overlay_record(it->second)});
+            w.changes.push_back({key.first, key.second, queue::encode_overlay_record(it->second)});
         });
     if (!w.changes.empty()) last_ticket_ = storage_.write_overlay(std::move(w));
     if (!to) return;

@@ -121,8 +121,8 @@ class Autonomy {
     SendMerges send_;
     Mode mode_ = Mode::normal;
     std::int64_t since_ = 0;
-    std::int64_t now_ = 0;               // the latest time an input carried
-    std::int64_t leader_seen_ = 0;       // last time a leader holding a quorum was known
+    std::int64_t now_ = 0;          // the latest time an input carried
+    std::int64_t leader_seen_ = 0;  // last time a leader holding a quorum was known
     std::map<Key, queue::OverlayRecord> overlay_;
     std::map<Key, std::int64_t> sent_at_;  // Merges sent and not seen applied yet
     std::deque<Pending> pending_;          // answers waiting for their overlay write

@@ -87,8 +87,8 @@ std::string Node::leader_client_address() const {
 
 void Node::propose_configured_settings() {
     auto declare = [](const std::string& queue, const queue::QueueSettings& s) {
-        return queue::Declare{queue,          s.lead_ms,      s.ttr_ms,      s.retention_ms,
-                              s.max_attempts, s.late_share,   s.autonomous};
+        return queue::Declare{queue,          s.lead_ms,    s.ttr_ms,    s.retention_ms,
+                              s.max_attempts, s.late_share, s.autonomous};
     };
     const queue::Store& store = shell_->store();
     if (!(store.default_settings() == config_.queue_defaults)) {

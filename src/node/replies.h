@@ -23,9 +23,9 @@ struct StatusInfo {
     std::uint64_t peer_input_dropped = 0;  // peer frames refused before the Raft core
     std::vector<PeerStatus> peers;
     // Autonomous mode (docs/autonomy.md).
-    std::string mode = "normal";  // normal | autonomous | merging
-    std::int64_t mode_ms = 0;     // time in that mode
-    std::uint64_t overlay = 0;    // writes of autonomous mode not merged yet
+    std::string mode = "normal";          // normal | autonomous | merging
+    std::int64_t mode_ms = 0;             // time in that mode
+    std::uint64_t overlay = 0;            // writes of autonomous mode not merged yet
     std::uint64_t served_autonomous = 0;  // commands served in autonomous mode (since start)
     // The latest heal: overlay records merged; of them, those that became the task, those
     // dropped for a newer write of the majority, those written on both sides.

@@ -139,14 +139,14 @@ enum class MergeOutcome : std::uint8_t {
 // commands that produce them (see store.h).
 struct Result {
     Code code = Code::ok;
-    std::string message;           // empty when ok
-    std::uint64_t version = 0;     // put, ack
-    Millis lease_until = 0;        // touch
-    std::uint32_t kicked = 0;      // kick
-    std::vector<TakenTask> tasks;  // take
-    QueueSettings settings;        // declare
+    std::string message;                      // empty when ok
+    std::uint64_t version = 0;                // put, ack
+    Millis lease_until = 0;                   // touch
+    std::uint32_t kicked = 0;                 // kick
+    std::vector<TakenTask> tasks;             // take
+    QueueSettings settings;                   // declare
     MergeOutcome merge = MergeOutcome::none;  // merge
-    bool both_sides_wrote = false;  // merge: the key was written on both sides of the cut
+    bool both_sides_wrote = false;            // merge: the key was written on both sides of the cut
     static Result error(Code c, std::string msg) {
         Result r;
         r.code = c;

@@ -136,8 +136,7 @@ class Store {
     bool forked() const;
     // A deleted key is remembered (a tombstone) for its queue's retention_ms, so that a
     // merge of an older write does not bring it back: the deletion's hlc, if it is.
-    std::optional<std::uint64_t> tombstone_hlc(std::string_view queue,
-                                               std::string_view key) const;
+    std::optional<std::uint64_t> tombstone_hlc(std::string_view queue, std::string_view key) const;
     // Calls `fn` once for every (queue, key) the fork changed since the last call.
     void drain_fork(const std::function<void(std::string_view queue, std::string_view key,
                                              const OverlayRecord&)>& fn);

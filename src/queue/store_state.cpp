@@ -236,14 +236,13 @@ Task* detail::StoreState::pick_for_take(Queue& q, Millis at, bool* contested, bo
 // ---------------------------------------------------------------- tombstones
 
 const detail::Tombstone* detail::StoreState::tombstone_of(std::uint16_t queue_id,
-                                                         std::string_view key) const {
+                                                          std::string_view key) const {
     if (tombstones.empty()) return nullptr;
     auto it = tombstones.find({queue_id, std::string(key)});
     return it == tombstones.end() ? nullptr : &it->second;
 }
 
-void detail::StoreState::set_tombstone(std::uint16_t queue_id, std::string_view key,
-                                       Tombstone t) {
+void detail::StoreState::set_tombstone(std::uint16_t queue_id, std::string_view key, Tombstone t) {
     clear_tombstone(queue_id, key);
     tombstones[{queue_id, std::string(key)}] = t;
     tombstone_expiry.insert({t.until, queue_id, std::string(key)});

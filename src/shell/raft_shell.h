@@ -75,7 +75,7 @@ struct Outcome {
     const queue::Result* result = nullptr;
     raft::Index index = 0;  // when ok: the entry that carried it
     raft::Term term = 0;
-    bool local = false;     // answered by a node in autonomous mode, from its fork (no entry)
+    bool local = false;  // answered by a node in autonomous mode, from its fork (no entry)
 };
 using Done = std::function<void(Outcome&)>;
 

@@ -213,8 +213,7 @@ Status Database::load(queue::Store& store, Loaded& out) {
     return Status{};
 }
 
-Status Database::write(const std::vector<LogWrite>& logs,
-                       const std::vector<AppliedState>& applied,
+Status Database::write(const std::vector<LogWrite>& logs, const std::vector<AppliedState>& applied,
                        const std::vector<OverlayWrite>& overlay) {
     rocksdb::WriteBatch batch;
     bool sync = false;

@@ -211,8 +211,8 @@ TEST_CASE("a lease granted by a cut-off node is still good after its write wins 
     // A lease id the majority gives out never equals the minority's.
     auto mine = majority.apply(Take{"auto", 1}, T0 + 2000);
     CHECK(mine.tasks.empty());
-    CHECK(majority.apply(Ack{"auto", "k", took.tasks[0].lease, "fresh", T0 + 9000}, T0 + 3000)
-              .ok());
+    CHECK(
+        majority.apply(Ack{"auto", "k", took.tasks[0].lease, "fresh", T0 + 9000}, T0 + 3000).ok());
 }
 
 // The model test. Both sides start from one committed state; the majority applies at its
@@ -426,8 +426,9 @@ TEST_CASE("a key deleted on the majority stays deleted unless the merged write i
     auto replica = copy_of(majority);
     CHECK(replica->tombstone_hlc("auto", "k") == majority.tombstone_hlc("auto", "k"));
     for (Store* s : {&majority, replica.get()})
-        for (auto& m : merges_of(o, 3)) s->apply(m, T0 + 1000);
-    CHECK_FALSE(majority.get("auto", "k").has_value());  // the deletion was newer
+        for (auto& m : merges_of(o, 3))
+            s->apply(m, T0 + 1000);
+    CHECK_FALSE(majority.get("auto", "k").has_value());    // the deletion was newer
     CHECK(majority.get("auto", "j")->payload == "newer");  // the write was newer
     CHECK(image_of(majority) == image_of(*replica));
     // After retention the deletion is forgotten, on every replica the same way.

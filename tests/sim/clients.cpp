@@ -104,7 +104,8 @@ void Cluster::on_answer(std::size_t client, const shell::Outcome& o) {
         Client& c = clients_[client];
         key_removed(*o.command, *o.result);
         if (std::holds_alternative<queue::Take>(*o.command)) {
-            for (const auto& t : o.result->tasks) c.held.push_back({t.key, t.lease, t.lease_until});
+            for (const auto& t : o.result->tasks)
+                c.held.push_back({t.key, t.lease, t.lease_until});
             return;
         }
         // The write's stamp, as the fork holds it now: none may be lost unless a newer

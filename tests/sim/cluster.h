@@ -203,7 +203,7 @@ class Cluster {
     std::map<std::string, std::uint64_t> autonomous_writes_;
     void key_removed(const queue::Command& cmd, const queue::Result& r);
     raft::Index removals_seen_ = 0;
-    bool marker_acked_ = false;      // after healing: a put got through
+    bool marker_acked_ = false;  // after healing: a put got through
     int leader_hint_ = 0;
 
     SimStats stats_;

@@ -43,8 +43,8 @@ struct SimStats {
     std::uint64_t link_downs = 0;
     std::uint64_t partitions = 0;
     std::uint64_t snapshots_sent = 0;
-    std::uint64_t sim_ms = 0;           // simulated time at the end
-    std::uint64_t heal_to_live_ms = 0;  // time from healing to a quiet, complete cluster
+    std::uint64_t sim_ms = 0;              // simulated time at the end
+    std::uint64_t heal_to_live_ms = 0;     // time from healing to a quiet, complete cluster
     std::uint64_t autonomous_answers = 0;  // answered by nodes in autonomous mode
     std::uint64_t merged = 0;              // writes of autonomous mode merged (all nodes)
     std::uint64_t merges_taken_over = 0;   // ... that became the task

@@ -199,9 +199,11 @@ void Cluster::check_live() {
         for (const auto& [key, hlc] : autonomous_writes_) {
             auto t = store.get(kQueue, key);
             if (t && t->hlc < hlc)
-                return checker_->fail("G4: a write of " + kQueue + "/" + key + " answered in "
-                                      "autonomous mode (hlc " + std::to_string(hlc) +
-                                      ") is lost: the task's hlc is " + std::to_string(t->hlc));
+                return checker_->fail("G4: a write of " + kQueue + "/" + key +
+                                      " answered in "
+                                      "autonomous mode (hlc " +
+                                      std::to_string(hlc) + ") is lost: the task's hlc is " +
+                                      std::to_string(t->hlc));
         }
         stats_.heal_to_live_ms = (now_ - healed_at_) / 1000;
         done_ = true;
