@@ -15,18 +15,20 @@ run --only-node NODE --via ...) reaches the nodes only through its own links. Qu
   crash          a follower's datacenter is cut off, and that node is killed (kill -9)
                  and restarted halfway through the cut
 
-Each run reports, as figures: the refreshes (ok acks) per second of the cut-off
-datacenter from autonomy_after_ms after the cut to the heal, and of the others, against
-the rate at which tokens come due (keys / (refresh_ms + 250 ms - lead_ms)); how long the merge took;
-what it merged. And it checks (exit 1 if one fails): the cut-off side refreshed at least
-90% of the due rate (not judged for crash: the restart costs autonomy_after_ms), and the
-others at least 90% (not for survivor: they are dead); after
-the heal every node is back in normal mode with an empty overlay, every node holds the
-same value for every token, and no acknowledged write is lost unless a later write of
-that key exists (G1's rule on the final reads, checklib/durability.py: with one clock on
-this machine, a later write has the larger hlc); `strict` answered no_quorum on the
-cut-off node and never handed its task out twice; after a crash the node came back with
-its overlay. A report lands in RESULTS/autonomy-SCENARIO-SEED/.
+Each run reports, as figures: how long each side took to serve again after the cut (the
+cut-off node: until it reports autonomous mode, i.e. its election timeout, then
+autonomy_after_ms; the others: until they agree on a leader); from then to the heal, each
+side's refreshes (ok acks) per second against the rate at which tokens come due (keys /
+(refresh_ms + 250 ms - lead_ms)); how long the merge took; what it merged. And it checks
+(exit 1 if one fails): each side refreshed at least 90% of what came due on it from the
+moment it served again (cut_off_refreshed, majority_refreshed: done / (done + owed),
+refreshes_done_and_missed; the cut-off side is not judged for crash: the restart costs
+autonomy_after_ms; the others not for survivor: they are dead); after the heal every node
+is back in normal mode with an empty overlay, every node holds the same value for every
+token, and no acknowledged write is lost unless a later write of that key exists (G1's
+rule on the final reads, checklib/durability.py: with one clock on this machine, a later
+write has the larger hlc); `strict` answered no_quorum on the cut-off node and never
+handed its task out twice; after a crash the node came back with its overlay. A report lands in RESULTS/autonomy-SCENARIO-SEED/.
 """
 import argparse
 import json
@@ -45,6 +47,39 @@ from harness.cluster import Cluster  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(HERE))
 SCENARIOS = ["cut-follower", "cut-leader", "survivor", "crash"]
+
+
+def refreshes_done_and_missed(events, side, t_cut, start, end, cycle, lead=0.5, late=2.0):
+    """Refreshes one side of the cut completed in [start, end), and those it owed but did
+    not do. The side knows each token's time from the writes before the cut and its own
+    writes after it; a token comes due lead seconds before its time. Every ok ack of the
+    side in the window is a refresh done; a token still due at the end, more than `late`
+    seconds after it came due, is owed one refresh plus one per cycle it has waited.
+    (A rate against keys / cycle would swing with where the window ends: a stall at the
+    cut bunches the tokens, and they come due together cycle after cycle.)"""
+    invoked, due = {}, {}
+    done = 0
+    for t, ev in events:
+        if ev.get("f") not in ("put", "ack", "delete"):
+            continue
+        if ev["type"] == "invoke":
+            invoked[ev["process"]] = (ev["key"], ev.get("time"))
+            continue
+        key, time_ = invoked.pop(ev["process"], (None, None))
+        if ev["type"] != "ok" or key is None:
+            continue
+        ts = t / 1000
+        if ev["node"] not in side and ts >= t_cut:
+            continue
+        if ev["f"] == "delete":
+            due.pop(key, None)
+            continue
+        if ev["f"] == "ack" and ev["node"] in side and start <= ts < end:
+            done += 1
+        if time_ is not None:
+            due[key] = time_ / 1000 - lead
+    missed = sum(1 + int((end - late - d) // cycle) for d in due.values() if d < end - late)
+    return done, missed
 
 
 class Run:
@@ -176,8 +211,19 @@ class Run:
     def hold(self, target, t_cut):
         a, c = self.a, self.c
         probed = crashed = False
+        # The rates are judged from the moment each side serves again: the cut-off node
+        # once it reports autonomous mode (a follower first waits out its election
+        # timeout, then autonomy_after_ms), the majority once it has a leader of its own.
+        self.t_serving = {"cut": None, "majority": None}
         while time.time() < t_cut + a.cut_seconds:
             since = time.time() - t_cut
+            if self.t_serving["cut"] is None and not crashed:
+                if (self.status(target) or {}).get("mode") == "autonomous":
+                    self.t_serving["cut"] = time.time()
+            if self.t_serving["majority"] is None and self.scenario != "survivor":
+                leaders = {(self.status(n) or {}).get("leader_id") for n in c.ids if n != target}
+                if len(leaders) == 1 and not leaders & {None, "", target}:
+                    self.t_serving["majority"] = time.time()
             if not probed and since > a.after_ms / 1000 + 2:
                 probed = True
                 s = self.status(target) or {}
@@ -241,8 +287,16 @@ class Run:
         with open(merged, "w") as f:
             f.write(meta)
             f.writelines(line for _, line in events)
-        # Refreshes per second by datacenter.
-        start = t_cut + a.after_ms / 1000 + 1
+        # Refreshes per second by datacenter, each side from when it served again.
+        never = t_heal
+        start_cut = self.t_serving["cut"] or never
+        start_rest = self.t_serving["majority"] or never
+        if self.t_serving["cut"] is None:
+            self.findings.append(f"{target} never reported autonomous mode during the cut")
+        if self.t_serving["majority"] is None and self.scenario != "survivor":
+            self.findings.append("the majority never agreed on a leader during the cut")
+        self.figures["cut_off_serving_after_s"] = round(start_cut - t_cut, 2)
+        self.figures["majority_serving_after_s"] = round(start_rest - t_cut, 2)
         acks = {n: 0 for n in self.c.ids}
         base = 0
         for t, line in events:
@@ -252,27 +306,45 @@ class Run:
             ts = t / 1000
             if t_cut - 10 <= ts < t_cut:
                 base += 1
-            if start <= ts < t_heal:
+            if (start_cut if ev["node"] == target else start_rest) <= ts < t_heal:
                 acks[ev["node"]] += 1
         # An ack sets the next time refresh_ms + U(0, 500) ms ahead, and a token comes due
         # lead_ms (500, harness/cluster.py) before its time.
         due_rate = a.keys / ((a.refresh_ms + 250 - 500) / 1000)
-        span = max(0.001, t_heal - start)
+        span_cut = max(0.001, t_heal - start_cut)
+        span_rest = max(0.001, t_heal - start_rest)
         self.figures["due_per_s"] = round(due_rate, 1)
         self.figures["baseline_acks_per_s"] = round(base / 10, 1)
         for n, k in acks.items():
+            span = span_cut if n == target else span_rest
             self.figures[f"acks_per_s_{n}{' (cut off)' if n == target else ''}"] = round(k / span, 1)
-        cut_share = acks[target] / span / due_rate
-        self.figures["cut_off_side_share_of_due"] = round(cut_share, 3)
+        self.figures["cut_off_acks_per_due"] = round(acks[target] / span_cut / due_rate, 3)
+        parsed = [(t, json.loads(line)) for t, line in events]
+        cycle = (a.refresh_ms + 250 - 500) / 1000
+        done, missed = refreshes_done_and_missed(parsed, {target}, t_cut, start_cut, t_heal,
+                                                 cycle)
+        cut_share = done / max(1, done + missed)
+        self.figures["cut_off_side_refreshed"] = {"done": done, "missed": missed,
+                                                  "share": round(cut_share, 3)}
         # After a crash the node needs autonomy_after_ms again before it serves: the
         # figure is reported, not judged.
+        rates = {}
+        if self.scenario != "crash":
+            rates["cut_off_refreshed"] = cut_share >= 0.9
         if cut_share < 0.9 and self.scenario != "crash":
-            self.findings.append(f"the cut-off side refreshed {cut_share:.0%} of the due rate")
+            self.findings.append(f"the cut-off side refreshed {cut_share:.0%} of what came due")
         if self.scenario != "survivor":
-            rest = sum(k for n, k in acks.items() if n != target) / span / due_rate
-            self.figures["majority_share_of_due"] = round(rest, 3)
+            rest_nodes = set(self.c.ids) - {target}
+            self.figures["majority_acks_per_due"] = round(
+                sum(acks[n] for n in rest_nodes) / span_rest / due_rate, 3)
+            done, missed = refreshes_done_and_missed(parsed, rest_nodes, t_cut, start_rest,
+                                                     t_heal, cycle)
+            rest = done / max(1, done + missed)
+            self.figures["majority_refreshed"] = {"done": done, "missed": missed,
+                                                  "share": round(rest, 3)}
+            rates["majority_refreshed"] = rest >= 0.9
             if rest < 0.9:
-                self.findings.append(f"the majority refreshed {rest:.0%} of the due rate")
+                self.findings.append(f"the majority refreshed {rest:.0%} of what came due")
         h = load(merged)
         checks = [check_g1(h, takes=False), check_replicas(h)]
         for c in checks:
@@ -283,7 +355,7 @@ class Run:
         out = {"scenario": self.scenario, "seed": self.seed, "keys": a.keys, "plant": a.plant,
                "cut_seconds": a.cut_seconds, "passed": not self.findings,
                "findings": self.findings, "figures": self.figures,
-               "checks": {c.name: c.passed for c in checks}}
+               "checks": {**{c.name: c.passed for c in checks}, **rates}}
         with open(os.path.join(self.dir, "report.json"), "w") as f:
             json.dump(out, f, indent=1, default=str)
         print(json.dumps(out, indent=1, default=str), flush=True)
@@ -308,7 +380,8 @@ def main():
     p.add_argument("--plant", default=None,
                    help="run every node with dueqd --plant BUG (to show the checks catch it)")
     p.add_argument("--expect-fail", default=None, metavar="CHECK",
-                   help="exit 0 only if the named check (G1, replicas) FAILED in every run")
+                   help="exit 0 only if the named check (G1, replicas, cut_off_refreshed, "
+                        "majority_refreshed) FAILED in every run")
     a = p.parse_args()
     seed = a.seed if a.seed is not None else int(time.time()) % 100000
     results = []
