@@ -58,7 +58,7 @@ def refreshes_done_and_missed(events, side, t_cut, start, end, cycle, lead=0.5, 
     (A rate against keys / cycle would swing with where the window ends: a stall at the
     cut bunches the tokens, and they come due together cycle after cycle.)"""
     invoked, due = {}, {}
-    done = 0
+    done, lateness = 0, []
     for t, ev in events:
         if ev.get("f") not in ("put", "ack", "delete"):
             continue
@@ -76,10 +76,24 @@ def refreshes_done_and_missed(events, side, t_cut, start, end, cycle, lead=0.5, 
             continue
         if ev["f"] == "ack" and ev["node"] in side and start <= ts < end:
             done += 1
+            if key in due:
+                lateness.append(ts - due[key])
         if time_ is not None:
             due[key] = time_ / 1000 - lead
     missed = sum(1 + int((end - late - d) // cycle) for d in due.values() if d < end - late)
-    return done, missed
+    return done, missed, lateness
+
+
+def refresh_figures(done, missed, lateness, lead=0.5):
+    """What the report shows of one side: the judged share, and how late the refreshes
+    came after their tokens came due (a refresh more than lead late is one the token's
+    holder saw expire)."""
+    lateness = sorted(lateness)
+    n = max(1, len(lateness))
+    return {"done": done, "missed": missed, "share": round(done / max(1, done + missed), 3),
+            "before_expiry": round(sum(1 for x in lateness if x <= lead) / n, 3),
+            "late_p50_s": round(lateness[len(lateness) // 2], 2) if lateness else None,
+            "late_p90_s": round(lateness[int(len(lateness) * 0.9)], 2) if lateness else None}
 
 
 class Run:
@@ -321,11 +335,10 @@ class Run:
         self.figures["cut_off_acks_per_due"] = round(acks[target] / span_cut / due_rate, 3)
         parsed = [(t, json.loads(line)) for t, line in events]
         cycle = (a.refresh_ms + 250 - 500) / 1000
-        done, missed = refreshes_done_and_missed(parsed, {target}, t_cut, start_cut, t_heal,
-                                                 cycle)
-        cut_share = done / max(1, done + missed)
-        self.figures["cut_off_side_refreshed"] = {"done": done, "missed": missed,
-                                                  "share": round(cut_share, 3)}
+        fig = refresh_figures(*refreshes_done_and_missed(parsed, {target}, t_cut, start_cut,
+                                                          t_heal, cycle))
+        cut_share = fig["share"]
+        self.figures["cut_off_side_refreshed"] = fig
         # After a crash the node needs autonomy_after_ms again before it serves: the
         # figure is reported, not judged.
         rates = {}
@@ -337,11 +350,10 @@ class Run:
             rest_nodes = set(self.c.ids) - {target}
             self.figures["majority_acks_per_due"] = round(
                 sum(acks[n] for n in rest_nodes) / span_rest / due_rate, 3)
-            done, missed = refreshes_done_and_missed(parsed, rest_nodes, t_cut, start_rest,
-                                                     t_heal, cycle)
-            rest = done / max(1, done + missed)
-            self.figures["majority_refreshed"] = {"done": done, "missed": missed,
-                                                  "share": round(rest, 3)}
+            fig = refresh_figures(*refreshes_done_and_missed(parsed, rest_nodes, t_cut,
+                                                              start_rest, t_heal, cycle))
+            rest = fig["share"]
+            self.figures["majority_refreshed"] = fig
             rates["majority_refreshed"] = rest >= 0.9
             if rest < 0.9:
                 self.findings.append(f"the majority refreshed {rest:.0%} of what came due")
