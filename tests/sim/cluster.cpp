@@ -275,7 +275,7 @@ void Cluster::on_apply(int k, const raft::Entry& e, const queue::Command* cmd,
     // In log order: the first application of each index.
     if (e.index > removals_seen_) {
         removals_seen_ = e.index;
-        if (cmd && result) key_removed(*cmd, *result);
+        if (cmd && result) key_removed(*cmd, *result, n.shell->store());
     }
 }
 
