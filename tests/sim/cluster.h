@@ -202,8 +202,7 @@ class Cluster {
     // it is stamped afresh). G4, checked at the end: the key's hlc is at least that.
     std::map<std::string, std::uint64_t> autonomous_writes_;
     std::map<std::string, std::uint64_t> removed_hlc_;  // per key, the newest removal's stamp
-    void key_removed(const queue::Command& cmd, const queue::Result& r,
-                     const queue::Store& after);
+    void key_removed(const queue::Command& cmd, const queue::Result& r, const queue::Store& after);
     raft::Index removals_seen_ = 0;
     bool marker_acked_ = false;  // after healing: a put got through
     int leader_hint_ = 0;
