@@ -109,13 +109,8 @@ void Autonomy::enter(std::int64_t now) {
 }
 
 void Autonomy::on_fork_ended() {
-    for (auto& w : waiters_.expire(INT64_MAX)) {
-        if (!w.to) continue;
-        queue::Command take{std::move(w.take)};
-        const queue::Result nothing;
-        shell::Outcome o{Code::ok, {}, &take, &nothing, 0, 0};
-        w.to->answer(o);
-    }
+    for (auto& w : waiters_.expire(INT64_MAX))
+        w.answer_nothing();
     spdlog::warn(
         "leaving autonomous mode after {} ms: a leader holding a quorum is known; {} "
         "writes to merge",

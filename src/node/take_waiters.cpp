@@ -2,6 +2,13 @@
 
 namespace dueq::node {
 
+void TakeWaiters::Waiter::answer_nothing() {
+    if (!to) return;
+    queue::Command command{std::move(take)};
+    const queue::Result nothing;
+    to->answer(shell::Outcome{queue::Code::ok, {}, &command, &nothing, 0, 0});
+}
+
 void TakeWaiters::park(Waiter w) {
     const auto id = next_id_++;
     by_deadline_.emplace(w.deadline, id);

@@ -28,6 +28,9 @@ class TakeWaiters {
         ReplyTo to;
         queue::Take take;
         std::int64_t deadline;  // then answered with no task
+
+        // Its deadline passed, or nobody serves it any more: ok, with no task.
+        void answer_nothing();
     };
 
     explicit TakeWaiters(std::size_t capacity) : capacity_(capacity) {}

@@ -129,13 +129,8 @@ void WritePath::on_timer(std::int64_t now) {
             propose(queue::Advance{}, nullptr, now);
         }
     }
-    for (auto& w : waiters_.expire(now)) {
-        if (!w.to) continue;
-        queue::Command take{std::move(w.take)};
-        const queue::Result nothing;
-        shell::Outcome o{Code::ok, {}, &take, &nothing, 0, 0};
-        w.to->answer(o);
-    }
+    for (auto& w : waiters_.expire(now))
+        w.answer_nothing();
     for (const auto& queue : waiters_.queues())
         wake_waiters(queue, now);
     for (queue::SessionId session : sessions_.expire(now))

@@ -46,6 +46,16 @@ std::unique_ptr<Store> copy_of(const Store& s) {
     return c;
 }
 
+// `majority` with auto/k holding `payload`, and a copy of it forked as a cut-off node.
+std::unique_ptr<Store> forked_copy(Store& majority, const std::string& payload) {
+    declare(majority, "auto", true, T0);
+    REQUIRE(majority.apply(Put{"auto", "k", payload, T0}, T0).ok());
+    drain(majority);
+    auto minority = copy_of(majority);
+    REQUIRE(minority->fork(kBase));
+    return minority;
+}
+
 using Overlay = std::map<std::pair<std::string, std::string>, OverlayRecord>;
 
 void drain_into(Store& s, Overlay& overlay) {
@@ -195,11 +205,7 @@ TEST_CASE("a merge keeps per key the write with the larger hlc, deletions includ
 
 TEST_CASE("a lease granted by a cut-off node is still good after its write wins the merge") {
     Store majority(kApplyLimits);
-    declare(majority, "auto", true, T0);
-    REQUIRE(majority.apply(Put{"auto", "k", "p", T0}, T0).ok());
-    drain(majority);
-    auto minority = copy_of(majority);
-    REQUIRE(minority->fork(kBase));
+    auto minority = forked_copy(majority, "p");
     // A take alone is no write: it would not win. A put, then a take, does.
     REQUIRE(minority->apply(Put{"auto", "k", "refreshed", T0}, T0 + 900).ok());
     auto took = minority->apply(Take{"auto", 1, 60'000, 5}, T0 + 1000);
@@ -221,11 +227,7 @@ TEST_CASE("a lease granted by a cut-off node is still good after its write wins 
 // what a naive reference says: the side whose last write has the larger hlc.
 TEST_CASE("a take, a lease running out or a release is no write, and never wins a merge") {
     Store majority(kApplyLimits);
-    declare(majority, "auto", true, T0);
-    REQUIRE(majority.apply(Put{"auto", "k", "old", T0}, T0).ok());
-    drain(majority);
-    auto minority = copy_of(majority);
-    REQUIRE(minority->fork(kBase));
+    auto minority = forked_copy(majority, "old");
     auto took = minority->apply(Take{"auto", 1, 1000, 5}, T0 + 100);
     REQUIRE(took.tasks.size() == 1);
     minority->advance(T0 + 5000);  // the lease runs out
@@ -380,11 +382,7 @@ TEST_CASE("the autonomous setting is replicated state and survives a restart") {
 
 TEST_CASE("a merged lease that already ran out ends when the merge applies") {
     Store majority(kApplyLimits);
-    declare(majority, "auto", true, T0);
-    REQUIRE(majority.apply(Put{"auto", "k", "p", T0}, T0).ok());
-    drain(majority);
-    auto minority = copy_of(majority);
-    REQUIRE(minority->fork(kBase));
+    auto minority = forked_copy(majority, "p");
     REQUIRE(minority->apply(Put{"auto", "k", "fresh", T0}, T0 + 100).ok());
     REQUIRE(minority->apply(Take{"auto", 1, 500, 5}, T0 + 200).tasks.size() == 1);
     Overlay o;
