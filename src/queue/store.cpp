@@ -189,8 +189,7 @@ Result Applier::operator()(const Delete& c) {
     Queue* q = s_.find_queue(c.queue);
     Task* t = q ? s_.table.find(q->id, c.key) : nullptr;
     if (t == nullptr) return Result::error(Code::not_found, "no such task");
-    const std::uint64_t stamp = static_cast<std::uint64_t>(now_) << 16;
-    const detail::Tombstone tomb{std::max(t->hlc + 1, stamp),
+    const detail::Tombstone tomb{detail::StoreState::next_hlc(t->hlc, now_),
                                  sat_add(now_, q->settings.retention_ms)};
     s_.remove_task(*q, t, true);
     // A fork keeps its deletions in its journal; retention 0 remembers nothing.

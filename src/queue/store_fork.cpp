@@ -116,6 +116,8 @@ void Store::drain_fork(const std::function<void(std::string_view queue, std::str
         }
         fn(q.name, key, r);
     }
+    changes.clear();  // as drain_changes: the capacity serves the next command
+    if (s.changes.empty()) s.changes.swap(changes);
 }
 
 void Store::rollback() {

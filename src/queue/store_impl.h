@@ -3,6 +3,7 @@
 // store.cpp (commands), store_query.cpp (reads) and task_codec.cpp (persistence).
 #pragma once
 
+#include <algorithm>
 #include <limits>
 #include <map>
 #include <memory>
@@ -163,6 +164,11 @@ struct StoreState {
     // A write (put, ack): its hlc, which merges order by. Takes, leases running out,
     // releases, buries and kicks are not writes: they never win a merge.
     void stamp_write(Task* t, Millis at);
+    // The stamp of a write (or a deletion) at `at` of a key last stamped `prev`: per key,
+    // hlc only grows.
+    static std::uint64_t next_hlc(std::uint64_t prev, Millis at) {
+        return std::max(prev + 1, static_cast<std::uint64_t>(std::max<Millis>(at, 0)) << 16);
+    }
     void grant_lease(Task* t, LeaseRec rec);
     void drop_lease(Task* t);
     const LeaseRec* lease_of(const Task* t) const;

@@ -134,9 +134,7 @@ void detail::StoreState::bump(Task* t) {
 }
 
 void detail::StoreState::stamp_write(Task* t, Millis at) {
-    // Per key, hlc only grows.
-    std::uint64_t stamp = static_cast<std::uint64_t>(std::max<Millis>(at, 0)) << 16;
-    t->hlc = std::max(t->hlc + 1, stamp);
+    t->hlc = next_hlc(t->hlc, at);
 }
 
 void detail::StoreState::grant_lease(Task* t, LeaseRec rec) {
@@ -165,10 +163,8 @@ void detail::StoreState::remove_task(Queue& q, Task* t, bool record_change) {
 }
 
 void detail::StoreState::destroy_unlinked(Task* t, bool record_change) {
-    if (fork && record_change) {
-        const std::uint64_t stamp = static_cast<std::uint64_t>(std::max<Millis>(now, 0)) << 16;
-        fork->deleted_at[{t->queue_id, std::string(t->key())}] = std::max(t->hlc + 1, stamp);
-    }
+    if (fork && record_change)
+        fork->deleted_at[{t->queue_id, std::string(t->key())}] = next_hlc(t->hlc, now);
     table.erase(t);
     if (record_change && !t->dirty) changes.emplace_back(t->queue_id, std::string(t->key()));
     Task::destroy(arena, t);
