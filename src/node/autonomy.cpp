@@ -147,9 +147,7 @@ bool Autonomy::submit(queue::Command cmd, std::int64_t wait_ms, ReplyTo to, std:
     auto* take = std::get_if<queue::Take>(&cmd);
     if (take && wait_ms > 0 && r.ok() && r.tasks.empty()) {
         if (waiters_.full()) {
-            r = queue::Result::error(Code::unavailable,
-                                     "too many blocking takes are waiting on this node ([limits] "
-                                     "max_waiting_takes); not applied, retry later");
+            r = queue::Result::error(Code::unavailable, TakeWaiters::kFullMessage);
         } else {
             waiters_.park({std::move(to), std::move(*take), now + wait_ms});
             return true;

@@ -64,7 +64,6 @@ class Autonomy {
         std::uint64_t taken_over = 0;  // ... whose write became the task
         std::uint64_t kept = 0;        // ... dropped: the majority had a newer write
         std::uint64_t both_sides = 0;  // ... for keys written on both sides of the cut
-        bool operator==(const Counts&) const = default;
     };
 
     Autonomy(const AutonomySettings& settings, shell::RaftShell& shell, ClientSessions& sessions,

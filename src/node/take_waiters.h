@@ -37,6 +37,10 @@ class TakeWaiters {
 
     std::size_t size() const { return by_id_.size(); }
     bool full() const { return by_id_.size() >= capacity_; }
+    // The answer (unavailable) to a blocking take that finds the waiters full.
+    static constexpr const char* kFullMessage =
+        "too many blocking takes are waiting on this node ([limits] max_waiting_takes); not "
+        "applied, retry later";
     void park(Waiter w);
     std::optional<std::int64_t> earliest_deadline() const;
     // Removes and returns every waiter whose deadline is at or before `now`.

@@ -81,9 +81,7 @@ void WritePath::on_outcome(shell::Outcome& o, const ReplyTo& to) {
 
 bool WritePath::wait_for_task(ReplyTo to, queue::Take take, std::int64_t deadline) {
     if (waiters_.full()) {
-        answer_error(to, Code::unavailable,
-                     "too many blocking takes are waiting on this node ([limits] "
-                     "max_waiting_takes); not applied, retry later");
+        answer_error(to, Code::unavailable, TakeWaiters::kFullMessage);
         return false;
     }
     waiters_.park({std::move(to), std::move(take), deadline});
