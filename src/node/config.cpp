@@ -29,6 +29,8 @@ snapshot_entries = 10000  # applied entries between snapshots
 [storage]
 fsync = "always"    # "always": every reply waits for its log entry's fsync; "never": OS decides
 log_keep = 10000    # log entries kept behind the latest snapshot
+state_write_entries = 20000  # the applied task state is written after this many entries
+state_write_ms = 1000        # ... or this long after it was last written
 
 [sessions]
 grace_ms = 5000     # how long a closed connection's tasks stay taken, waiting for a resume
@@ -260,13 +262,18 @@ Config parse_config(const std::string& text, const std::string& source) {
     parse_raft(section("raft"), c.raft, source);
 
     const auto& storage = section("storage");
-    check_keys(storage, "storage", {"fsync", "log_keep"}, source);
+    check_keys(storage, "storage", {"fsync", "log_keep", "state_write_entries", "state_write_ms"},
+               source);
     const auto fsync = get_str(storage, "fsync", "always", "storage", source);
     if (fsync != "always" && fsync != "never")
         fail(source, "[storage] fsync must be \"always\" or \"never\", not \"" + fsync + "\"");
     c.fsync = fsync == "always";
     c.log_keep = get_int<std::uint64_t>(storage, "log_keep", c.log_keep, 0, 1'000'000'000,
                                         "storage", source);
+    c.state_write_entries = get_int<std::uint64_t>(
+        storage, "state_write_entries", c.state_write_entries, 1, 10'000'000, "storage", source);
+    c.state_write_ms = get_int<std::int64_t>(storage, "state_write_ms", c.state_write_ms, 0,
+                                             3'600'000, "storage", source);
 
     const auto& sessions = section("sessions");
     check_keys(sessions, "sessions", {"grace_ms"}, source);
@@ -290,8 +297,8 @@ Config parse_config(const std::string& text, const std::string& source) {
         get_int<std::size_t>(limits, "max_key_bytes", l.max_key_bytes, 1, 65535, "limits", source);
     l.max_payload_bytes = get_int<std::size_t>(limits, "max_payload_bytes", l.max_payload_bytes, 1,
                                                1u << 30, "limits", source);
-    l.max_waiting_takes = get_int<std::size_t>(limits, "max_waiting_takes", l.max_waiting_takes,
-                                               1, 100'000'000, "limits", source);
+    l.max_waiting_takes = get_int<std::size_t>(limits, "max_waiting_takes", l.max_waiting_takes, 1,
+                                               100'000'000, "limits", source);
     l.max_take_count = get_int<std::uint32_t>(limits, "max_take_count", l.max_take_count, 1,
                                               1'000'000, "limits", source);
     l.max_connections = get_int<std::size_t>(limits, "max_connections", l.max_connections, 1,
@@ -299,8 +306,8 @@ Config parse_config(const std::string& text, const std::string& source) {
     l.max_connections_per_address =
         get_int<std::size_t>(limits, "max_connections_per_address", l.max_connections_per_address,
                              1, 10'000'000, "limits", source);
-    l.max_in_flight =
-        get_int<std::size_t>(limits, "max_in_flight", l.max_in_flight, 1, 1'000'000, "limits", source);
+    l.max_in_flight = get_int<std::size_t>(limits, "max_in_flight", l.max_in_flight, 1, 1'000'000,
+                                           "limits", source);
     l.frame_timeout_ms = get_int<std::uint32_t>(limits, "frame_timeout_ms", l.frame_timeout_ms, 10,
                                                 3'600'000, "limits", source);
     l.idle_timeout_ms = get_int<std::uint32_t>(limits, "idle_timeout_ms", l.idle_timeout_ms, 10,

@@ -46,8 +46,8 @@ struct Config {
     std::string client_listen = "127.0.0.1:7700";
     std::string client_advertise;  // what clients are told; defaults to client_listen
     std::string data_dir = "./data/n1";
-    std::string auth_token;           // non-empty: clients must say hello with it first
-    std::string peer_listen;          // where peers connect; defaults to this member's `peer`
+    std::string auth_token;   // non-empty: clients must say hello with it first
+    std::string peer_listen;  // where peers connect; defaults to this member's `peer`
     // [node] dial: member id -> the address this node dials to reach that member, instead
     // of its `peer` address (NAT, or a fault proxy in tests). Local to this node: it is not
     // part of the membership fingerprint, and the handshake names the member, not the address.
@@ -64,6 +64,9 @@ struct Config {
     RaftTimings raft;
     bool fsync = true;                // storage.fsync: "always" | "never"
     std::uint64_t log_keep = 10'000;  // log entries kept behind the applied index
+    // The applied task state is written after this many applied entries or this long.
+    std::uint64_t state_write_entries = 20'000;
+    std::int64_t state_write_ms = 1'000;
     queue::Millis session_grace_ms = 5'000;
     std::string log_level = "info";
     net::Limits limits;

@@ -74,7 +74,8 @@ void Node::stop() {
     if (stopped_) return;
     stopped_ = true;
     if (server_) server_->stop();
-    if (raft_io_) raft_io_->stop();  // flushes what is queued
+    if (shell_) shell_->write_applied_state();  // so that a restart replays nothing
+    if (raft_io_) raft_io_->stop();             // flushes what is queued
     timer_.cancel();
     tick_timer_.cancel();
 }

@@ -26,6 +26,8 @@ shell::ShellConfig Node::shell_config() const {
     sc.proposal_timeout_ms = config_.raft.proposal_timeout_ms;
     sc.campaign_step_ms = config_.raft.heartbeat_ms;
     sc.log_keep = config_.log_keep;
+    sc.state_write_entries = config_.state_write_entries;
+    sc.state_write_ms = config_.state_write_ms;
     return sc;
 }
 

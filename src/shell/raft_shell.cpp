@@ -129,6 +129,7 @@ void RaftShell::tick(std::int64_t now) {
         }
     }
     expire_proposals(now);
+    if (!inflight_) persist_applied_when_due();
     if (hooks_.schedule) hooks_.schedule();
 }
 
@@ -230,7 +231,7 @@ void RaftShell::finish_ready() {
         if (failed_) return;
         wrote = wrote || e.type == raft::EntryType::normal;
     }
-    if (!rd.committed_entries.empty()) persist_applied();
+    if (!rd.committed_entries.empty()) persist_applied_when_due();
     if (replay_until_ != 0 && applied_.index >= replay_until_) {
         spdlog::info("replayed the log tail after restart: applied index {}", applied_.index);
         replay_until_ = 0;
@@ -329,13 +330,22 @@ void RaftShell::persist_applied(const raft::SnapshotMeta& trim) {
     unwritten_.trim = trim;
     unwritten_.store_meta = store_->encode_meta();
     handed_index_ = applied_.index;
+    handed_at_ = now_;
     storage_.write_applied(std::move(unwritten_));
     unwritten_ = storage::AppliedState{};
+}
+
+void RaftShell::persist_applied_when_due() {
+    if (applied_.index == handed_index_ || store_->forked()) return;
+    if (applied_.index - handed_index_ >= cfg_.state_write_entries ||
+        now_ - handed_at_ >= cfg_.state_write_ms)
+        persist_applied();
 }
 
 void RaftShell::take_checkpoint() {
     if (checkpoint_pending_) return;
     checkpoint_pending_ = true;
+    persist_applied();  // a checkpoint is a view of the applied state as written
     storage_.checkpoint(applied_);
 }
 

@@ -104,6 +104,12 @@ struct ShellConfig {
     std::int64_t proposal_timeout_ms = 3000;  // then a proposal is answered `timeout`
     std::int64_t campaign_step_ms = 100;      // fast campaign: this times rank
     std::uint64_t log_keep = 1000;            // entries kept behind a snapshot
+    // The applied task state goes to storage once this many entries were applied since
+    // it last went, or this long after (whichever first), and before any checkpoint,
+    // fork or stop. In between a task changed many times is written once; a restart
+    // replays the log after the state it finds (docs/replication.md).
+    std::uint64_t state_write_entries = 1;
+    std::int64_t state_write_ms = 0;
 };
 
 class RaftShell {
@@ -136,6 +142,10 @@ class RaftShell {
     // entry applies or a snapshot is installed, or when end_fork() is called.
     bool fork_store(queue::LeaseId lease_base);
     void end_fork();
+    // Hands the applied state to storage now (a clean stop: the restart replays nothing).
+    void write_applied_state() {
+        if (!failed_ && store_) persist_applied();
+    }
     // The store while forked, for the autonomous node's own commands; else nullptr.
     queue::Store* fork() { return store_ && store_->forked() ? store_.get() : nullptr; }
     void process_ready();
@@ -169,6 +179,8 @@ class RaftShell {
     void apply_entry(const raft::Entry& e);
     void apply_command(const raft::Entry& e, std::optional<Proposal> mine);
     void persist_applied(const raft::SnapshotMeta& trim = {});
+    // persist_applied if state_write_entries or state_write_ms says it is time.
+    void persist_applied_when_due();
     // Moves what the store changed into unwritten_; returns where this batch starts.
     std::size_t collect_changes();
     void take_checkpoint();
@@ -191,6 +203,7 @@ class RaftShell {
     raft::SnapshotMeta applied_;                    // the last applied entry
     storage::AppliedState unwritten_;               // changes applied, not handed off yet
     std::uint64_t handed_index_ = 0;                // applied index last handed off
+    std::int64_t handed_at_ = 0;                    // now_ when it was handed off
     raft::Index replay_until_ = 0;  // last entry on disk at start, until it is applied
     bool checkpoint_pending_ = false;
     std::int64_t campaign_at_ = -1;  // fast campaign after the leader's link broke

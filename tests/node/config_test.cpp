@@ -29,6 +29,8 @@ TEST_CASE("the built-in config parses to the documented defaults") {
     CHECK(c.limits.max_frame_bytes == 16u << 20);
     CHECK(c.queue_defaults.ttr_ms == 60000);
     CHECK(c.auth_token.empty());
+    CHECK(c.state_write_entries == 20000);
+    CHECK(c.state_write_ms == 1000);
 }
 
 TEST_CASE("queue tables inherit [queues.default]") {
@@ -44,6 +46,10 @@ TEST_CASE("bad configs are refused naming the key") {
           std::string::npos);
     CHECK(error_of("[storage]\nfsync = \"sometimes\"\n").find("fsync") != std::string::npos);
     CHECK(error_of("[sessions]\ngrace_ms = -1\n").find("grace_ms") != std::string::npos);
+    CHECK(error_of("[storage]\nstate_write_entries = 0\n").find("state_write_entries") !=
+          std::string::npos);
+    CHECK(error_of("[storage]\nstate_write_ms = -5\n").find("state_write_ms") !=
+          std::string::npos);
     CHECK(error_of("[queues.q]\nlate_share = 2.0\n").find("late_share") != std::string::npos);
     CHECK(error_of("[queues.q]\nttr_ms = \"1s\"\n").find("ttr_ms must be an integer") !=
           std::string::npos);

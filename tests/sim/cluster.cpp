@@ -45,6 +45,12 @@ Cluster::Cluster(const SimOptions& opts)
     lease_read_ = rng_.chance(0.5);
     // Not from rng_, so that the fault stream of a seed stays what it was.
     autonomous_queue_ = ((opts.seed * 0x9E3779B97F4A7C15ULL) >> 40) & 1;
+    // How often the applied state is written (a restart replays the log after it).
+    const std::uint64_t state_entries_choices[] = {1, 7, 100, 20000};
+    const std::int64_t state_ms_choices[] = {0, 50, 1000, 1000};
+    const std::uint64_t state_pick = ((opts.seed * 0xD6E8FEB86659FD93ULL) >> 50) & 3;
+    state_write_entries_ = state_entries_choices[state_pick];
+    state_write_ms_ = state_ms_choices[state_pick];
     const std::uint64_t entries_choices[] = {1, 3, 16, 64};
     const std::uint64_t inflight_choices[] = {1, 4, 64};
     const std::uint64_t threshold_choices[] = {8, 32, 200};
@@ -120,6 +126,8 @@ shell::ShellConfig Cluster::node_config(int k) const {
     sc.proposal_timeout_ms = 300;
     sc.campaign_step_ms = 10 * heartbeat_tick_;
     sc.log_keep = keep_entries_;
+    sc.state_write_entries = state_write_entries_;
+    sc.state_write_ms = state_write_ms_;
     return sc;
 }
 

@@ -183,6 +183,8 @@ class Cluster {
     bool lease_read_ = false;
     std::uint64_t max_entries_ = 64, max_inflight_ = 64, max_inflight_bytes_ = 1 << 20;
     std::uint64_t snapshot_threshold_ = 32, keep_entries_ = 0;
+    std::uint64_t state_write_entries_ = 1;
+    std::int64_t state_write_ms_ = 0;
     double crash_rate_ = 0, partition_rate_ = 0, slow_disk_rate_ = 0, transfer_rate_ = 0;
     double torn_rate_ = 0;
     bool healed_ = false;
