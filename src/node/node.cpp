@@ -30,18 +30,28 @@ std::int64_t Node::store_now() const {
 }
 
 std::optional<std::string> Node::start() {
+    using Clock = std::chrono::steady_clock;
+    const auto began = Clock::now();
+    auto ms_since = [](Clock::time_point t) {
+        return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
+    };
     storage::Status st;
     db_ = storage::Database::open(config_.data_dir, config_.fsync, st, storage_env_);
     if (!db_) return st.message;
+    const auto opened = Clock::now();
     // Not this node's [limits] or [queues]: every replica applies with the same bounds,
     // and queue settings arrive through the log (propose_configured_settings).
     auto store = std::make_unique<queue::Store>(queue::kApplyLimits);
     storage::Loaded loaded;
     st = db_->load(*store, loaded);
     if (!st.ok) return "refusing to serve from " + config_.data_dir + ": " + st.message;
-    spdlog::info("loaded {} tasks at applied index {}; {} log entries after index {}",
-                 store->task_count(), loaded.applied_index, loaded.entries.size(),
-                 loaded.base.index);
+    spdlog::info(
+        "loaded {} tasks at applied index {}; {} log entries after index {} (RocksDB opened "
+        "in {} ms, read in {} ms)",
+        store->task_count(), loaded.applied_index, loaded.entries.size(), loaded.base.index,
+        std::chrono::duration_cast<std::chrono::milliseconds>(opened - began).count(),
+        ms_since(opened));
+    const auto replay_began = Clock::now();
     if (auto err = start_shell(loaded, std::move(store))) return err;
     // Serve clients only once what is known to be committed is applied, so that a restart
     // never answers from an older state than the one it acknowledged. Alone, everything
@@ -55,6 +65,8 @@ std::optional<std::string> Node::start() {
     if (applied_index() < target)
         return "could not replay the log up to index " + std::to_string(target) + " (applied " +
                std::to_string(applied_index()) + ")";
+    spdlog::info("ready to serve {} ms after start (replay {} ms)", ms_since(began),
+                 ms_since(replay_began));
 
     try {
         server_ = std::make_unique<net::Server>(

@@ -228,8 +228,10 @@ std::unique_ptr<queue::Store> RaftIo::store_from(const storage::SnapshotInstall&
     // Not this node's [limits]: every replica applies with the same bounds.
     auto fresh = std::make_unique<queue::Store>(queue::kApplyLimits);
     if (!storage::load_store_meta(*fresh, records.store_meta_sealed)) return nullptr;
+    fresh->begin_load(records.tasks.size());
     for (const auto& [k, v] : records.tasks)
         if (!storage::load_task_record(*fresh, k, v)) return nullptr;
+    fresh->end_load();
     return fresh;
 }
 

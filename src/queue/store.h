@@ -162,6 +162,11 @@ class Store {
     // if a record does not decode.
     bool load_meta(std::string_view encoded);
     bool load_task(std::string_view queue, std::string_view key, std::string_view encoded);
+    // A restart's load of about `tasks` records: between begin_load and end_load, tasks
+    // that load_task installs join their ordered indexes in bulk, at end_load. Nothing
+    // but load_task and load_meta may be called in between.
+    void begin_load(std::size_t tasks);
+    void end_load();
     // Every task, encoded (for a snapshot of the whole store).
     void for_each_task(const std::function<void(std::string_view queue, std::string_view key,
                                                 std::string_view encoded_task)>& fn) const;

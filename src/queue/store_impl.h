@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include <msgpack.hpp>
+
 #include "queue/store.h"
 #include "queue/task.h"
 #include "queue/task_table.h"
@@ -192,8 +194,17 @@ struct StoreState {
     // changed) if it does not decode.
     Task* install_task(std::string_view queue, std::string_view key, std::string_view encoded,
                        bool record_change);
+    Task* install_task(std::string_view queue, std::string_view key,
+                       const msgpack::object& unpacked, bool record_change);
     std::string encode_meta() const;
     bool load_meta(std::string_view encoded);
+
+    // A restart's load (Store::begin_load/end_load): tasks installed meanwhile wait here
+    // and are linked into their trees at the end, sorted, each at the end of its tree,
+    // instead of one search from the root per task.
+    bool loading = false;
+    std::vector<Task*> unlinked;
+    void link_unlinked();
 };
 
 }  // namespace dueq::queue::detail

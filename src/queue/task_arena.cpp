@@ -1,5 +1,8 @@
 #include "queue/task_arena.h"
 
+#include <sys/mman.h>
+
+#include <cstdlib>
 #include <new>
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -14,10 +17,32 @@
 namespace dueq::queue::detail {
 
 TaskArena::~TaskArena() {
-    for (char* slab : slabs_) {
-        DUEQ_UNPOISON(slab, kSlabBytes);
-        ::operator delete(static_cast<void*>(slab));
+    for (std::size_t i = 0; i < slabs_.size(); ++i) {
+        if (i < kSmallSlabs) {
+            DUEQ_UNPOISON(slabs_[i], kSlabBytes);
+            ::operator delete(static_cast<void*>(slabs_[i]));
+        } else {
+            DUEQ_UNPOISON(slabs_[i], kHugeSlabBytes);
+            std::free(slabs_[i]);
+        }
     }
+}
+
+void TaskArena::new_slab() {
+    std::size_t bytes = kSlabBytes;
+    if (slabs_.size() < kSmallSlabs) {
+        bump_ = static_cast<char*>(::operator new(kSlabBytes));
+    } else {
+        bytes = kHugeSlabBytes;
+        bump_ = static_cast<char*>(std::aligned_alloc(kHugeSlabBytes, kHugeSlabBytes));
+        if (bump_ == nullptr) throw std::bad_alloc();
+        // Only advice: without huge pages (or with them off) the slab works the same.
+        ::madvise(bump_, kHugeSlabBytes, MADV_HUGEPAGE);
+    }
+    bump_end_ = bump_ + bytes;
+    slab_bytes_ += bytes;
+    slabs_.push_back(bump_);
+    DUEQ_POISON(bump_, bytes);
 }
 
 void* TaskArena::allocate(std::size_t bytes) {
@@ -37,10 +62,7 @@ void* TaskArena::allocate(std::size_t bytes) {
     }
     if (static_cast<std::size_t>(bump_end_ - bump_) < size) {
         // The tail of the old slab is left unused: at most kMaxSmall of kSlabBytes.
-        bump_ = static_cast<char*>(::operator new(kSlabBytes));
-        bump_end_ = bump_ + kSlabBytes;
-        slabs_.push_back(bump_);
-        DUEQ_POISON(bump_, kSlabBytes);
+        new_slab();
     }
     void* p = bump_;
     bump_ += size;

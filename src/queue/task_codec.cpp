@@ -152,35 +152,43 @@ std::string detail::StoreState::encode_tombstone(const Tombstone& t) {
 
 bool detail::StoreState::load_task(std::string_view queue, std::string_view key,
                                    std::string_view encoded) {
-    if (auto oh = detail::unpack_whole(encoded, task_limits())) {
-        if (auto tomb = decode_tombstone(oh->get())) {
-            if (queue.empty() || queue.size() > detail::kMaxKeyBytes || key.empty() ||
-                key.size() > detail::kMaxKeyBytes)
-                return false;
-            Queue* q = get_or_create_queue(queue);
-            if (q == nullptr) return false;
-            if (Task* old = table.find(q->id, key)) remove_task(*q, old, false);
-            clear_tombstone(q->id, key);
-            tombstones[{q->id, std::string(key)}] = *tomb;
-            tombstone_expiry.insert({tomb->until, q->id, std::string(key)});
-            return true;
-        }
+    auto oh = detail::unpack_whole(encoded, task_limits());
+    if (!oh) return false;
+    auto tomb = decode_tombstone(oh->get());
+    if (!tomb) return install_task(queue, key, oh->get(), false) != nullptr;
+    if (queue.empty() || queue.size() > detail::kMaxKeyBytes || key.empty() ||
+        key.size() > detail::kMaxKeyBytes)
+        return false;
+    Queue* q = get_or_create_queue(queue);
+    if (q == nullptr) return false;
+    if (Task* old = table.find(q->id, key)) {
+        link_unlinked();  // `old` may wait there: it must be in its tree to leave it
+        remove_task(*q, old, false);
     }
-    return install_task(queue, key, encoded, false) != nullptr;
+    clear_tombstone(q->id, key);
+    tombstones[{q->id, std::string(key)}] = *tomb;
+    tombstone_expiry.insert({tomb->until, q->id, std::string(key)});
+    return true;
 }
 
 detail::Task* detail::StoreState::install_task(std::string_view queue, std::string_view key,
                                                std::string_view encoded, bool record_change) {
+    auto oh = detail::unpack_whole(encoded, task_limits());
+    return oh ? install_task(queue, key, oh->get(), record_change) : nullptr;
+}
+
+detail::Task* detail::StoreState::install_task(std::string_view queue, std::string_view key,
+                                               const msgpack::object& unpacked,
+                                               bool record_change) {
     if (queue.empty() || queue.size() > detail::kMaxKeyBytes) return nullptr;
     if (key.empty() || key.size() > detail::kMaxKeyBytes) return nullptr;
-    auto oh = detail::unpack_whole(encoded, task_limits());
-    if (!oh) return nullptr;
     DecodedTask d;
-    if (!decode_task(oh->get(), &d)) return nullptr;
+    if (!decode_task(unpacked, &d)) return nullptr;
     if (d.payload.size() > detail::kMaxPayloadBytes) return nullptr;
     Queue* q = get_or_create_queue(queue);
     if (q == nullptr) return nullptr;
     if (Task* old = table.find(q->id, key)) {
+        link_unlinked();  // `old` may wait there: it must be in its tree to leave it
         remove_task(*q, old, false);
     } else if (fork) {
         journal(q->id, key, nullptr);
@@ -193,7 +201,10 @@ detail::Task* detail::StoreState::install_task(std::string_view queue, std::stri
     t->attempts = d.attempts;
     t->set_state(d.state);
     table.insert(t);
-    link(*q, t);
+    if (loading && !fork)
+        unlinked.push_back(t);
+    else
+        link(*q, t);
     if (d.state == State::taken) {
         grant_lease(t, d.lease);
         // Meta and tasks are written together, so this only matters for a meta that is
@@ -203,8 +214,56 @@ detail::Task* detail::StoreState::install_task(std::string_view queue, std::stri
             next_lease = d.lease.lease + 1;
     }
     if (record_change) mark_changed(t);
-    update_calendar(*q);
+    if (unlinked.empty()) update_calendar(*q);
     return t;
+}
+
+void detail::StoreState::link_unlinked() {
+    if (unlinked.empty()) return;
+    // Sorted by (queue, tree, the tree's time), stably: a load reads each queue's tasks
+    // in key order, so ties on time stay in key order, the trees' own tie-break. A hint
+    // at the end then costs one comparison per task (and falls back to a search from
+    // the root for a task that does not go last).
+    struct Item {
+        std::uint16_t queue_id;
+        std::uint8_t state;
+        Millis at;
+        Task* task;
+    };
+    std::vector<Item> items;
+    items.reserve(unlinked.size());
+    for (Task* t : unlinked) {
+        const bool by_time = t->state() == State::ready || t->state() == State::buried;
+        items.push_back({t->queue_id, std::uint8_t(t->state()), by_time ? t->time : t->aux, t});
+    }
+    unlinked.clear();
+    unlinked.shrink_to_fit();
+    std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
+        return std::tie(a.queue_id, a.state, a.at) < std::tie(b.queue_id, b.state, b.at);
+    });
+    for (const Item& it : items) {
+        Queue& q = *queues[it.queue_id];
+        Task& t = *it.task;
+        switch (t.state()) {
+            case State::ready:
+                q.ready.insert(q.ready.end(), t);
+                break;
+            case State::delayed:
+                q.delayed.insert(q.delayed.end(), t);
+                break;
+            case State::taken:
+                q.taken.insert(q.taken.end(), t);
+                break;
+            case State::buried:
+                q.buried.insert(q.buried.end(), t);
+                break;
+            case State::done:
+                q.done.insert(q.done.end(), t);
+                break;
+        }
+    }
+    for (auto& q : queues)
+        if (q) update_calendar(*q);
 }
 
 std::string detail::StoreState::encode_meta() const {
@@ -312,6 +371,16 @@ std::string Store::encode_meta() const {
 
 bool Store::load_meta(std::string_view encoded) {
     return impl_->load_meta(encoded);
+}
+
+void Store::begin_load(std::size_t tasks) {
+    impl_->table.reserve(tasks);
+    impl_->loading = true;
+}
+
+void Store::end_load() {
+    impl_->link_unlinked();
+    impl_->loading = false;
 }
 
 bool Store::load_task(std::string_view queue, std::string_view key, std::string_view encoded) {

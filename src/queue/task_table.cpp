@@ -1,5 +1,7 @@
 #include "queue/task_table.h"
 
+#include <sys/mman.h>
+
 #include <cassert>
 
 namespace dueq::queue::detail {
@@ -17,7 +19,7 @@ std::uint64_t mix(std::uint64_t h) {
 }
 }  // namespace
 
-TaskTable::TaskTable() : slots_(kInitialSlots, nullptr) {}
+TaskTable::TaskTable() : slots_(kInitialSlots, 0) {}
 
 std::uint64_t TaskTable::hash(std::uint16_t queue_id, std::string_view key) {
     // A fixed function (not std::hash) so the probe sequences, and thus the costs, are the
@@ -34,69 +36,96 @@ std::uint64_t TaskTable::hash(std::uint16_t queue_id, std::string_view key) {
     return mix(h ^ w ^ 0xa0761d6478bd642fULL);
 }
 
-std::size_t TaskTable::slot_of(std::uint16_t queue_id, std::string_view key) const {
+std::size_t TaskTable::home_of(std::uint64_t h) const {
     // Multiply-shift range reduction instead of a power-of-two mask, so the table can grow
     // by 1.5x and stay between 58% and 87% full (8-14 bytes per task).
     __extension__ using u128 = unsigned __int128;
-    return static_cast<std::size_t>((u128{hash(queue_id, key)} * slots_.size()) >> 64);
+    return static_cast<std::size_t>((u128{h} * slots_.size()) >> 64);
 }
 
 Task* TaskTable::find(std::uint16_t queue_id, std::string_view key) const {
-    for (std::size_t i = slot_of(queue_id, key);; i = next(i)) {
-        Task* t = slots_[i];
-        if (t == nullptr) return nullptr;
+    const std::uint64_t h = hash(queue_id, key);
+    const std::uint64_t tag = h << kTagShift;
+    for (std::size_t i = home_of(h);; i = next(i)) {
+        const std::uint64_t v = slots_[i];
+        if (v == 0) return nullptr;
+        if ((v & ~((std::uint64_t(1) << kTagShift) - 1)) != tag) continue;
+        Task* t = task_of(v);
         if (t->queue_id == queue_id && t->key() == key) return t;
     }
 }
 
 std::size_t TaskTable::find_slot(const Task* t) const {
-    for (std::size_t i = slot_of(t->queue_id, t->key());; i = next(i)) {
-        if (slots_[i] == t) return i;
-        assert(slots_[i] != nullptr);
+    for (std::size_t i = home_of(hash(t->queue_id, t->key()));; i = next(i)) {
+        if (task_of(slots_[i]) == t) return i;
+        assert(slots_[i] != 0);
     }
 }
 
+void TaskTable::place(std::uint64_t v, std::uint64_t h) {
+    std::size_t i = home_of(h);
+    while (slots_[i] != 0)
+        i = next(i);
+    slots_[i] = v;
+}
+
 void TaskTable::insert(Task* t) {
+    assert((reinterpret_cast<std::uintptr_t>(t) >> kTagShift) == 0);
     // Grow at 7/8 full: linear probing stays short enough there for hits, and lookups of
     // missing keys (put of a new task) pay once per put, not per take.
-    if ((size_ + 1) * 8 > slots_.size() * 7) grow();
-    std::size_t i = slot_of(t->queue_id, t->key());
-    while (slots_[i] != nullptr)
-        i = next(i);
-    slots_[i] = t;
+    if ((size_ + 1) * 8 > slots_.size() * 7) resize(slots_.size() + slots_.size() / 2);
+    const std::uint64_t h = hash(t->queue_id, t->key());
+    place(slot_value(t, h), h);
     ++size_;
 }
 
+void TaskTable::reserve(std::size_t n) {
+    // Room for n at 3/4 full, so that growing right after is not due either.
+    const std::size_t want = n + n / 3 + 1;
+    if (want > slots_.size()) resize(want);
+}
+
 void TaskTable::replace(const Task* old_task, Task* new_task) {
-    slots_[find_slot(old_task)] = new_task;
+    std::uint64_t& v = slots_[find_slot(old_task)];
+    v = (v & ~((std::uint64_t(1) << kTagShift) - 1)) | reinterpret_cast<std::uintptr_t>(new_task);
 }
 
 void TaskTable::erase(const Task* t) {
     std::size_t hole = find_slot(t);
-    slots_[hole] = nullptr;
+    slots_[hole] = 0;
     --size_;
     // Backward-shift: pull later entries of the cluster into the hole when their home
     // slot does not lie cyclically in (hole, j].
-    for (std::size_t j = next(hole); slots_[j] != nullptr; j = next(j)) {
-        std::size_t home = slot_of(slots_[j]->queue_id, slots_[j]->key());
+    for (std::size_t j = next(hole); slots_[j] != 0; j = next(j)) {
+        const Task* o = task_of(slots_[j]);
+        std::size_t home = home_of(hash(o->queue_id, o->key()));
         bool stays = hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
         if (stays) continue;
         slots_[hole] = slots_[j];
-        slots_[j] = nullptr;
+        slots_[j] = 0;
         hole = j;
     }
 }
 
-void TaskTable::grow() {
-    std::vector<Task*> old;
+void TaskTable::advise_huge_pages() {
+    // Every lookup lands on a random slot: on a table of many MiB, huge pages save a TLB
+    // miss per lookup. Only the 2 MiB-aligned part inside the array can be advised.
+    constexpr std::uintptr_t kHuge = 2u << 20;
+    const auto begin = reinterpret_cast<std::uintptr_t>(slots_.data());
+    const auto end = begin + slots_.size() * sizeof(std::uint64_t);
+    const std::uintptr_t from = (begin + kHuge - 1) & ~(kHuge - 1), to = end & ~(kHuge - 1);
+    if (to > from) ::madvise(reinterpret_cast<void*>(from), to - from, MADV_HUGEPAGE);
+}
+
+void TaskTable::resize(std::size_t slots) {
+    std::vector<std::uint64_t> old;
     old.swap(slots_);
-    slots_.assign(old.size() + old.size() / 2, nullptr);
-    for (Task* t : old) {
-        if (t == nullptr) continue;
-        std::size_t i = slot_of(t->queue_id, t->key());
-        while (slots_[i] != nullptr)
-            i = next(i);
-        slots_[i] = t;
+    slots_.assign(slots, 0);
+    advise_huge_pages();
+    for (std::uint64_t v : old) {
+        if (v == 0) continue;
+        const Task* t = task_of(v);
+        place(v, hash(t->queue_id, t->key()));
     }
 }
 

@@ -180,11 +180,23 @@ Status Database::load(queue::Store& store, Loaded& out) {
         return Status::error("reading meta/store: " + s.ToString());
     }
 
-    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator({}, handles_[kTasks]));
+    // RocksDB's estimate counts overwritten records not compacted yet: trust it only so far.
+    std::uint64_t estimate = 0;
+    if (db_->GetIntProperty(handles_[kTasks], "rocksdb.estimate-num-keys", &estimate))
+        estimate = std::min<std::uint64_t>(estimate, 1'000'000'000);
+    store.begin_load(std::size_t(estimate));
+    // Read in order, in large reads, without filling the block cache.
+    const rocksdb::Slice tasks_end = slice(kTasksEnd);
+    rocksdb::ReadOptions sequential;
+    sequential.iterate_upper_bound = &tasks_end;
+    sequential.readahead_size = 8 << 20;
+    sequential.fill_cache = false;
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(sequential, handles_[kTasks]));
     for (it->SeekToFirst(); it->Valid(); it->Next())
         if (!load_task_record(store, it->key().ToStringView(), it->value().ToStringView()))
             return Status::error("corrupt task record in column family 'tasks'");
     if (!it->status().ok()) return Status::error("reading tasks: " + it->status().ToString());
+    store.end_load();
 
     std::unique_ptr<rocksdb::Iterator> ov(db_->NewIterator({}, handles_[kOverlay]));
     for (ov->SeekToFirst(); ov->Valid(); ov->Next()) {
