@@ -113,6 +113,10 @@ std::unique_ptr<Database> Database::open(const std::string& path, bool sync, Sta
     // go into memtables that append and sort once, at flush, instead of a skiplist whose
     // random-key inserts were the write path's largest cost (docs/benchmarks.md).
     opts.allow_concurrent_memtable_write = false;
+    // `meta` and `overlay` take few writes and would keep every WAL file alive until their
+    // memtables fill: past this much WAL, RocksDB flushes them, so a restart after a kill
+    // replays at most about this much.
+    opts.max_total_wal_size = 256ull << 20;
     std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
     for (const char* name : kCfNames) {
         cfs.emplace_back(name, rocksdb::ColumnFamilyOptions(opts));

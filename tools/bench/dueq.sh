@@ -21,8 +21,26 @@ pbase=${DUEQ_PEER_BASE:-7871}
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
 
+# wait_gone PID: until that process is gone (or a zombie), at most 60 s. A killed dueqd
+# holds RocksDB's LOCK until the kernel has torn down its memory; a restart before that
+# fails to open the data directory.
+wait_gone() {
+  local pid=$1 state
+  for _ in $(seq 1 6000); do
+    [ -e "/proc/$pid" ] || return 0
+    tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q dueqd || return 0  # PID reused
+    state=$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | cut -d' ' -f1)
+    [ "$state" = Z ] && return 0
+    sleep 0.01
+  done
+  echo "dueqd $pid still holds its files after 60 s" >&2
+  return 1
+}
+
 launch() {  # launch NAME CONFIG: starts dueqd, prints its PID once it listens
   local name=$1 config=$2
+  # A restart: the previous process of this name must be gone first.
+  [ -f "$dir/$name.pid" ] && wait_gone "$(cat "$dir/$name.pid")"
   : >"$dir/$name.out"
   "$dueqd" --config "$config" >>"$dir/$name.out" 2>>"$dir/$name.log" </dev/null &
   local pid=$!
@@ -46,7 +64,7 @@ common_sections() {  # fsync
 fsync = "$1"
 
 [log]
-level = "warn"
+level = "info"
 TOML
 }
 

@@ -7,9 +7,12 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <stdexcept>
+#include <string>
 #include <thread>
 
 #include "load.h"
@@ -99,6 +102,21 @@ void wait_healthy(BackendKind kind, const std::vector<std::string>& addrs, doubl
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     throw std::runtime_error("the cluster did not come back whole within the timeout");
+}
+
+// Waits (up to 60 s) until `pid` is gone or a zombie: a killed process keeps its files,
+// RocksDB's LOCK among them, until the kernel has torn down its memory, and a member
+// restarted before that cannot open its data directory.
+void wait_gone(pid_t pid) {
+    const auto give_up = Clock::now() + std::chrono::seconds(60);
+    while (Clock::now() < give_up) {
+        if (::kill(pid, 0) != 0 && errno == ESRCH) return;
+        std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+        std::string comm_end, state;
+        std::getline(stat, comm_end, ')');
+        if (stat >> state && state == "Z") return;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
 }
 
 // Runs the restart command for member i (1-based); its last line of output is the PID.
@@ -244,6 +262,7 @@ FailoverResult run_failover(FailoverOptions& o) {
         const double ms = probe(o, leader, killed_at);
         if (ms < 0) throw std::runtime_error("no member answered within the timeout after a kill");
         if (o.stop_instead) ::kill(o.pids[leader], SIGKILL);
+        wait_gone(o.pids[leader]);
         result.leaders.push_back(leader);
         result.ms.push_back(ms);
         if (o.progress)

@@ -97,6 +97,15 @@ class Worker {
         : sh_(shared), o_(shared.o), conn_ids_(std::move(conn_ids)), rng_(seed), drain_(io_) {
         payload_.assign(o_.payload_bytes, 'x');
         new_payload_.assign(o_.payload_bytes, 'y');
+        if (o_.random_payloads) {
+            // 1 MiB of base64-like noise, the same in every run; payload i starts at a
+            // different offset in it.
+            std::mt19937_64 noise(0x7e57ab1e);
+            const char* digits = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+            noise_.resize((1u << 20) + o_.payload_bytes);
+            for (char& ch : noise_)
+                ch = digits[noise() & 63];
+        }
         for (std::size_t i = 0; i < conn_ids_.size(); ++i)
             conns_.push_back(connect(o_.backend, io_,
                                      o_.addrs[std::size_t(conn_ids_[i]) % o_.addrs.size()],
@@ -220,7 +229,11 @@ class Worker {
             time += std::int64_t((long double)(i) * (long double)(o_.spread_ms) /
                                  (long double)(o_.keys));
         const auto t0 = Clock::now();
-        conns_[c]->put(o_.queue, key_of(i, o_.key_bytes), payload_, time, [this, c, t0](Reply r) {
+        const std::string_view payload =
+            noise_.empty()
+                ? std::string_view(payload_)
+                : std::string_view(noise_).substr((i * 7919) % (1u << 20), o_.payload_bytes);
+        conns_[c]->put(o_.queue, key_of(i, o_.key_bytes), payload, time, [this, c, t0](Reply r) {
             record(Op::put, t0, Clock::now(), r);
             if (!r.ok) {
                 std::fprintf(stderr, "\npreload: put failed: %s\n", r.error.c_str());
@@ -271,6 +284,7 @@ class Worker {
     std::mt19937_64 rng_;
     asio::steady_timer drain_;
     std::string payload_, new_payload_;
+    std::string noise_;  // random_payloads: where preload payloads are cut from
     int active_ = 0;
 };
 

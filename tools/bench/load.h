@@ -43,8 +43,11 @@ struct LoadOptions {
     std::int64_t spread_ms = 0;        // preload: due times spread over this span from now
     std::int64_t time_offset_ms = -1;  // preload: first due time relative to now
     std::int64_t base_time_ms = 0;     // preload: first due time, absolute (overrides offset)
-    int refreshers = 0;                // mixed: connections that refresh (0: a quarter)
-    double read_share = 0.9;           // mixed: share of front-end ops that are gets
+    // preload: each payload a different run of random printable bytes (like real tokens,
+    // which neither store's log or snapshot compression can shrink); else all 'x'.
+    bool random_payloads = false;
+    int refreshers = 0;       // mixed: connections that refresh (0: a quarter)
+    double read_share = 0.9;  // mixed: share of front-end ops that are gets
     bool progress = true;
     int connect_timeout_ms = 5000;
 };

@@ -276,6 +276,12 @@ int main(int argc, char** argv) {
     add_target(mc, common, addrs);
     add_load_options(mc, load, false);
     mc->add_option("--pid", mem_pid, "the server's PID")->required();
+    mc->add_option("--spread-ms", load.spread_ms,
+                   "spread the due times over this span (tokens: their expiries)")
+        ->capture_default_str();
+    mc->add_flag("--random-payloads", load.random_payloads,
+                 "payloads of random printable bytes, as tokens are (default: all 'x', which "
+                 "compresses)");
 
     double wait_timeout = 600;
     std::uint64_t wait_key = 0;
