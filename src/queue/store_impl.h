@@ -146,7 +146,8 @@ struct StoreState {
     void update_calendar(Queue& q);
 
     // ---- tasks ----
-    void link(Queue& q, Task* t);
+    // Puts t in the tree of its state; hint_last: it most likely goes last there.
+    void link(Queue& q, Task* t, bool hint_last = false);
     void unlink(Queue& q, Task* t);
     void mark_changed(Task* t);
     // Called before a task changes or goes away; records its old state while forked.

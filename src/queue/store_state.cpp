@@ -82,23 +82,26 @@ void detail::StoreState::update_calendar(Queue& q) {
 
 // ---------------------------------------------------------------- tasks
 
-void detail::StoreState::link(Queue& q, Task* t) {
+void detail::StoreState::link(Queue& q, Task* t, bool hint_last) {
+    // With hint_last the tree first checks whether t goes last (one comparison), and
+    // searches from the root only if not.
+    auto into = [&](auto& tree) {
+        if (hint_last)
+            tree.insert(tree.end(), *t);
+        else
+            tree.insert(*t);
+    };
     switch (t->state()) {
         case State::ready:
-            q.ready.insert(*t);
-            break;
+            return into(q.ready);
         case State::delayed:
-            q.delayed.insert(*t);
-            break;
+            return into(q.delayed);
         case State::taken:
-            q.taken.insert(*t);
-            break;
+            return into(q.taken);
         case State::buried:
-            q.buried.insert(*t);
-            break;
+            return into(q.buried);
         case State::done:
-            q.done.insert(*t);
-            break;
+            return into(q.done);
     }
 }
 

@@ -221,9 +221,8 @@ detail::Task* detail::StoreState::install_task(std::string_view queue, std::stri
 void detail::StoreState::link_unlinked() {
     if (unlinked.empty()) return;
     // Sorted by (queue, tree, the tree's time), stably: a load reads each queue's tasks
-    // in key order, so ties on time stay in key order, the trees' own tie-break. A hint
-    // at the end then costs one comparison per task (and falls back to a search from
-    // the root for a task that does not go last).
+    // in key order, so ties on time stay in key order, the trees' own tie-break. Each
+    // then goes last in its tree, at one comparison.
     struct Item {
         std::uint16_t queue_id;
         std::uint8_t state;
@@ -241,27 +240,8 @@ void detail::StoreState::link_unlinked() {
     std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
         return std::tie(a.queue_id, a.state, a.at) < std::tie(b.queue_id, b.state, b.at);
     });
-    for (const Item& it : items) {
-        Queue& q = *queues[it.queue_id];
-        Task& t = *it.task;
-        switch (t.state()) {
-            case State::ready:
-                q.ready.insert(q.ready.end(), t);
-                break;
-            case State::delayed:
-                q.delayed.insert(q.delayed.end(), t);
-                break;
-            case State::taken:
-                q.taken.insert(q.taken.end(), t);
-                break;
-            case State::buried:
-                q.buried.insert(q.buried.end(), t);
-                break;
-            case State::done:
-                q.done.insert(q.done.end(), t);
-                break;
-        }
-    }
+    for (const Item& it : items)
+        link(*queues[it.queue_id], it.task, true);
     for (auto& q : queues)
         if (q) update_calendar(*q);
 }
