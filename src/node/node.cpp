@@ -32,8 +32,8 @@ std::int64_t Node::store_now() const {
 std::optional<std::string> Node::start() {
     using Clock = std::chrono::steady_clock;
     const auto began = Clock::now();
-    auto ms_since = [](Clock::time_point t) {
-        return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
+    auto ms_between = [](Clock::time_point from, Clock::time_point to) {
+        return std::chrono::duration_cast<std::chrono::milliseconds>(to - from).count();
     };
     storage::Status st;
     db_ = storage::Database::open(config_.data_dir, config_.fsync, st, storage_env_);
@@ -49,8 +49,7 @@ std::optional<std::string> Node::start() {
         "loaded {} tasks at applied index {}; {} log entries after index {} (RocksDB opened "
         "in {} ms, read in {} ms)",
         store->task_count(), loaded.applied_index, loaded.entries.size(), loaded.base.index,
-        std::chrono::duration_cast<std::chrono::milliseconds>(opened - began).count(),
-        ms_since(opened));
+        ms_between(began, opened), ms_between(opened, Clock::now()));
     const auto replay_began = Clock::now();
     if (auto err = start_shell(loaded, std::move(store))) return err;
     // Serve clients only once what is known to be committed is applied, so that a restart
@@ -65,8 +64,8 @@ std::optional<std::string> Node::start() {
     if (applied_index() < target)
         return "could not replay the log up to index " + std::to_string(target) + " (applied " +
                std::to_string(applied_index()) + ")";
-    spdlog::info("ready to serve {} ms after start (replay {} ms)", ms_since(began),
-                 ms_since(replay_began));
+    spdlog::info("ready to serve {} ms after start (replay {} ms)", ms_between(began, Clock::now()),
+                 ms_between(replay_began, Clock::now()));
 
     try {
         server_ = std::make_unique<net::Server>(

@@ -16,29 +16,24 @@
 
 namespace dueq::queue::detail {
 
+std::size_t TaskArena::slab_size(std::size_t i) {
+    return i < kSmallSlabs ? kSlabBytes : kHugeSlabBytes;
+}
+
 TaskArena::~TaskArena() {
     for (std::size_t i = 0; i < slabs_.size(); ++i) {
-        if (i < kSmallSlabs) {
-            DUEQ_UNPOISON(slabs_[i], kSlabBytes);
-            ::operator delete(static_cast<void*>(slabs_[i]));
-        } else {
-            DUEQ_UNPOISON(slabs_[i], kHugeSlabBytes);
-            std::free(slabs_[i]);
-        }
+        DUEQ_UNPOISON(slabs_[i], slab_size(i));
+        std::free(slabs_[i]);
     }
 }
 
 void TaskArena::new_slab() {
-    std::size_t bytes = kSlabBytes;
-    if (slabs_.size() < kSmallSlabs) {
-        bump_ = static_cast<char*>(::operator new(kSlabBytes));
-    } else {
-        bytes = kHugeSlabBytes;
-        bump_ = static_cast<char*>(std::aligned_alloc(kHugeSlabBytes, kHugeSlabBytes));
-        if (bump_ == nullptr) throw std::bad_alloc();
-        // Only advice: without huge pages (or with them off) the slab works the same.
-        ::madvise(bump_, kHugeSlabBytes, MADV_HUGEPAGE);
-    }
+    const std::size_t bytes = slab_size(slabs_.size());
+    const bool huge = bytes == kHugeSlabBytes;  // aligned to a huge page, so it can be one
+    bump_ = static_cast<char*>(std::aligned_alloc(huge ? kHugeSlabBytes : 64, bytes));
+    if (bump_ == nullptr) throw std::bad_alloc();
+    // Only advice: without huge pages (or with them off) the slab works the same.
+    if (huge) ::madvise(bump_, bytes, MADV_HUGEPAGE);
     bump_end_ = bump_ + bytes;
     slab_bytes_ += bytes;
     slabs_.push_back(bump_);

@@ -50,6 +50,7 @@ class TaskArena {
     };
     static std::size_t rounded(std::size_t bytes) { return (bytes + 7) & ~std::size_t{7}; }
 
+    static std::size_t slab_size(std::size_t i);  // of the i-th slab
     void new_slab();
 
     std::vector<char*> slabs_;  // the first kSmallSlabs of kSlabBytes, then kHugeSlabBytes

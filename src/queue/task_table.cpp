@@ -49,7 +49,7 @@ Task* TaskTable::find(std::uint16_t queue_id, std::string_view key) const {
     for (std::size_t i = home_of(h);; i = next(i)) {
         const std::uint64_t v = slots_[i];
         if (v == 0) return nullptr;
-        if ((v & ~((std::uint64_t(1) << kTagShift) - 1)) != tag) continue;
+        if ((v & ~kPointerBits) != tag) continue;
         Task* t = task_of(v);
         if (t->queue_id == queue_id && t->key() == key) return t;
     }
@@ -70,7 +70,7 @@ void TaskTable::place(std::uint64_t v, std::uint64_t h) {
 }
 
 void TaskTable::insert(Task* t) {
-    assert((reinterpret_cast<std::uintptr_t>(t) >> kTagShift) == 0);
+    assert((reinterpret_cast<std::uintptr_t>(t) & ~kPointerBits) == 0);
     // Grow at 7/8 full: linear probing stays short enough there for hits, and lookups of
     // missing keys (put of a new task) pay once per put, not per take.
     if ((size_ + 1) * 8 > slots_.size() * 7) resize(slots_.size() + slots_.size() / 2);
@@ -87,7 +87,7 @@ void TaskTable::reserve(std::size_t n) {
 
 void TaskTable::replace(const Task* old_task, Task* new_task) {
     std::uint64_t& v = slots_[find_slot(old_task)];
-    v = (v & ~((std::uint64_t(1) << kTagShift) - 1)) | reinterpret_cast<std::uintptr_t>(new_task);
+    v = (v & ~kPointerBits) | reinterpret_cast<std::uintptr_t>(new_task);
 }
 
 void TaskTable::erase(const Task* t) {

@@ -39,14 +39,13 @@ class TaskTable {
 
   private:
     static constexpr int kTagShift = 48;
+    static constexpr std::uint64_t kPointerBits = (std::uint64_t(1) << kTagShift) - 1;
     static std::uint64_t hash(std::uint16_t queue_id, std::string_view key);
     std::size_t home_of(std::uint64_t h) const;
     static std::uint64_t slot_value(const Task* t, std::uint64_t h) {
         return reinterpret_cast<std::uintptr_t>(t) | (h << kTagShift);
     }
-    static Task* task_of(std::uint64_t v) {
-        return reinterpret_cast<Task*>(v & ((std::uint64_t(1) << kTagShift) - 1));
-    }
+    static Task* task_of(std::uint64_t v) { return reinterpret_cast<Task*>(v & kPointerBits); }
     std::size_t find_slot(const Task* t) const;
     void place(std::uint64_t v, std::uint64_t h);  // into the first free slot from home
     void resize(std::size_t slots);

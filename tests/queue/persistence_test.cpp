@@ -29,13 +29,31 @@ Image drain(Store& s) {
     return out;
 }
 
-std::unique_ptr<Store> reload(const Store& from) {
-    auto s = std::make_unique<Store>();
-    REQUIRE(s->load_meta(from.encode_meta()));
+using Records = std::vector<std::array<std::string, 3>>;  // queue, key, encoded task
+
+Records records_of(const Store& from) {
+    Records out;
     from.for_each_task([&](std::string_view q, std::string_view k, std::string_view enc) {
-        REQUIRE(s->load_task(q, k, enc));
+        out.push_back({std::string(q), std::string(k), std::string(enc)});
     });
+    return out;
+}
+
+// A store rebuilt from a meta record and task records, as a restart does; `bulk`: between
+// begin_load and end_load.
+std::unique_ptr<Store> load_records(const std::string& meta, const Records& records,
+                                    bool bulk = false) {
+    auto s = std::make_unique<Store>();
+    REQUIRE(s->load_meta(meta));
+    if (bulk) s->begin_load(records.size());
+    for (const auto& [q, k, enc] : records)
+        REQUIRE(s->load_task(q, k, enc));
+    if (bulk) s->end_load();
     return s;
+}
+
+std::unique_ptr<Store> reload(const Store& from) {
+    return load_records(from.encode_meta(), records_of(from));
 }
 
 void same_task(const Store& a, const Store& b, const std::string& q, const std::string& k) {
@@ -272,18 +290,13 @@ TEST_CASE("a bulk load (begin_load/end_load) rebuilds the same store in any reco
         if (i % 3 == 2) REQUIRE(s.apply(Bury{"q", t.key, t.lease}, T0 + 11).ok());
     }
     std::array<std::string, 3> before_delete;  // a task record of a key deleted next
-    s.for_each_task([&](std::string_view q, std::string_view k, std::string_view enc) {
-        if (q == "r" && k == key_of(0))
-            before_delete = {std::string(q), std::string(k), std::string(enc)};
-    });
+    for (const auto& r : records_of(s))
+        if (r[0] == "r" && r[1] == key_of(0)) before_delete = r;
     REQUIRE(!before_delete[2].empty());
     for (int i = 0; i < 90; i += 3)
         REQUIRE(s.apply(Delete{"r", key_of(i)}, T0 + 12).ok());
 
-    std::vector<std::array<std::string, 3>> records;
-    s.for_each_task([&](std::string_view q, std::string_view k, std::string_view enc) {
-        records.push_back({std::string(q), std::string(k), std::string(enc)});
-    });
+    const Records records = records_of(s);
     REQUIRE(records.size() > 500);
     auto by_key = records;
     std::sort(by_key.begin(), by_key.end());  // as RocksDB hands them: by queue, then key
@@ -296,14 +309,8 @@ TEST_CASE("a bulk load (begin_load/end_load) rebuilds the same store in any reco
     twice.insert(twice.begin(), before_delete);
     twice.insert(twice.begin() + 10, twice[20]);
 
-    auto load = [&](const std::vector<std::array<std::string, 3>>& recs, bool bulk) {
-        auto t = std::make_unique<Store>();
-        REQUIRE(t->load_meta(s.encode_meta()));
-        if (bulk) t->begin_load(recs.size());
-        for (const auto& [q, k, enc] : recs)
-            REQUIRE(t->load_task(q, k, enc));
-        if (bulk) t->end_load();
-        return t;
+    auto load = [&](const Records& recs, bool bulk) {
+        return load_records(s.encode_meta(), recs, bulk);
     };
     std::vector<std::unique_ptr<Store>> loaded;
     loaded.push_back(load(records, false));
