@@ -121,10 +121,11 @@ void parse_cluster(const toml::table& t, Config& c, const std::string& source) {
         if (!m.is_table())
             fail(source, "[cluster] members: each member is a table {id, peer, client}");
         const auto& mt = *m.as_table();
-        check_keys(mt, "cluster.members", {"id", "peer", "client"}, source);
+        check_keys(mt, "cluster.members", {"id", "peer", "client", "admin"}, source);
         Member member{get_str(mt, "id", "", "cluster.members", source),
                       get_str(mt, "peer", "", "cluster.members", source),
-                      get_str(mt, "client", "", "cluster.members", source)};
+                      get_str(mt, "client", "", "cluster.members", source),
+                      get_str(mt, "admin", "", "cluster.members", source)};
         if (member.id.empty() || member.peer.empty() || member.client.empty())
             fail(source, "[cluster] members: every member needs id, peer and client");
         if (!ids.insert(member.id).second)
@@ -233,7 +234,8 @@ Config parse_config(const std::string& text, const std::string& source) {
         fail(source, msg.str());
     }
     check_keys(root, "top level",
-               {"node", "cluster", "raft", "storage", "sessions", "limits", "queues", "log"},
+               {"node", "cluster", "raft", "storage", "sessions", "limits", "queues", "log",
+                "admin"},
                source);
     Config c;
     const toml::table empty;
@@ -281,8 +283,17 @@ Config parse_config(const std::string& text, const std::string& source) {
                                                24LL * 3600 * 1000, "sessions", source);
 
     const auto& log = section("log");
-    check_keys(log, "log", {"level"}, source);
+    check_keys(log, "log", {"level", "format", "slow_fsync_ms"}, source);
     c.log_level = get_str(log, "level", c.log_level, "log", source);
+    c.log_format = get_str(log, "format", c.log_format, "log", source);
+    if (c.log_format != "text" && c.log_format != "json")
+        fail(source, "[log] format must be \"text\" or \"json\", not \"" + c.log_format + "\"");
+    c.slow_fsync_ms = get_int<std::uint32_t>(log, "slow_fsync_ms", c.slow_fsync_ms, 0, 3'600'000,
+                                             "log", source);
+
+    const auto& admin = section("admin");
+    check_keys(admin, "admin", {"listen"}, source);
+    c.admin_listen = get_str(admin, "listen", "", "admin", source);
 
     const auto& limits = section("limits");
     check_keys(limits, "limits",

@@ -21,6 +21,7 @@ struct Member {
     std::string id;      // the node's name ([node] id)
     std::string peer;    // host:port where the other nodes reach its peer listener
     std::string client;  // host:port clients are redirected to
+    std::string admin;   // host:port of its HTTP admin listener; optional (the dashboard)
 };
 
 // [raft]: timings in ms. The Raft core counts ticks; tick_ms converts.
@@ -69,6 +70,9 @@ struct Config {
     std::int64_t state_write_ms = 1'000;
     queue::Millis session_grace_ms = 5'000;
     std::string log_level = "info";
+    std::string log_format = "text";    // [log] format: "text" | "json"
+    std::uint32_t slow_fsync_ms = 200;  // [log] a synced write slower than this is logged
+    std::string admin_listen;           // [admin] listen: host:port of HTTP admin; empty: off
     net::Limits limits;
     queue::QueueSettings queue_defaults;
     std::map<std::string, queue::QueueSettings> queues;

@@ -14,6 +14,7 @@
 #include <iostream>
 
 #include "node/config.h"
+#include "node/json_log.h"
 #include "node/node.h"
 #include "raft/config.h"
 #ifdef DUEQ_PLANTED_BUGS
@@ -80,7 +81,11 @@ int main(int argc, char** argv) {
     spdlog::set_default_logger(spdlog::stderr_color_mt("dueqd"));
     std::signal(SIGPIPE, SIG_IGN);
     spdlog::set_level(level);
-    spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ [" + config.node_id + "] %v");
+    if (config.log_format == "json") {
+        spdlog::set_formatter(dueq::node::json_log_formatter(config.node_id));
+    } else {
+        spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ [" + config.node_id + "] %v");
+    }
 
     boost::asio::io_context io(1);
     dueq::node::Node node(io, config);
@@ -133,6 +138,8 @@ int main(int argc, char** argv) {
     }
     // Scripts read this line to learn the port (useful with --listen 127.0.0.1:0).
     std::cout << "dueqd listening on port " << node.client_port() << std::endl;
+    if (node.admin_port() != 0)
+        std::cout << "dueqd admin on port " << node.admin_port() << std::endl;
     boost::asio::signal_set signals(io, SIGINT, SIGTERM);
     signals.async_wait([&](boost::system::error_code, int sig) {
         spdlog::info("signal {}: stopping", sig);

@@ -35,6 +35,7 @@ std::optional<std::string> Node::start() {
     auto ms_between = [](Clock::time_point from, Clock::time_point to) {
         return std::chrono::duration_cast<std::chrono::milliseconds>(to - from).count();
     };
+    if (auto err = start_admin()) return err;
     storage::Status st;
     db_ = storage::Database::open(config_.data_dir, config_.fsync, st, storage_env_);
     if (!db_) return st.message;
@@ -77,6 +78,7 @@ std::optional<std::string> Node::start() {
     }
     spdlog::info("node {} serving clients on {} (fsync {})", config_.node_id, config_.client_listen,
                  config_.fsync ? "always" : "never");
+    loading_ = false;
     arm_timer();
     return std::nullopt;
 }
@@ -84,6 +86,8 @@ std::optional<std::string> Node::start() {
 void Node::stop() {
     if (stopped_) return;
     stopped_ = true;
+    *alive_ = false;
+    if (admin_) admin_->stop();
     if (server_) server_->stop();
     if (shell_) shell_->write_applied_state();  // so that a restart replays nothing
     if (raft_io_) raft_io_->stop();             // flushes what is queued
@@ -98,13 +102,15 @@ std::uint16_t Node::client_port() const {
 // Answers one request on its client connection, if the client is still there.
 class Node::ConnReply final : public Replier {
   public:
-    ConnReply(const ConnPtr& conn, std::uint64_t id, const Node& node)
-        : conn_(conn), id_(id), node_(node) {}
+    ConnReply(const ConnPtr& conn, std::uint64_t id, Node& node, std::size_t op,
+              RequestMeter::Clock::time_point started)
+        : conn_(conn), id_(id), node_(node), op_(op), started_(started) {}
     bool open() const override {
         auto c = conn_.lock();
         return c && c->open();
     }
     void answer(const shell::Outcome& o) override {
+        node_.metrics_.requests.record(op_, o.code, started_);
         auto c = conn_.lock();
         if (!c || !c->open()) return;
         if (o.code == Code::ok) return c->send(result_reply(id_, *o.command, *o.result));
@@ -114,15 +120,19 @@ class Node::ConnReply final : public Replier {
   private:
     std::weak_ptr<net::Connection> conn_;
     std::uint64_t id_;
-    const Node& node_;
+    Node& node_;
+    std::size_t op_;
+    RequestMeter::Clock::time_point started_;
 };
 
 void Node::on_frame(const ConnPtr& conn, std::string_view frame) {
     if (stopped_) return;
+    const auto started = RequestMeter::Clock::now();
     if (conn->session == 0) conn->session = writes_->sessions().open();
     auto decoded = net::decode_request(frame, config_.limits);
     if (auto* err = std::get_if<net::RequestError>(&decoded)) {
         conn->send(net::error_frame(err->id, err->code, err->message));
+        metrics_.requests.record(RequestMeter::kInvalid, err->code, started);
         return;
     }
     auto& req = std::get<net::Request>(decoded);
@@ -131,43 +141,57 @@ void Node::on_frame(const ConnPtr& conn, std::string_view frame) {
         !std::holds_alternative<net::Hello>(req.body)) {
         conn->send(net::error_frame(req.id, Code::unauthorized,
                                     "this node requires hello with a token first; closing"));
+        metrics_.requests.record(RequestMeter::slot(req.op), Code::unauthorized, started);
         return conn->close_after_send();
     }
-    std::visit([&](auto& body) { handle(conn, req.id, body); }, req.body);
+    std::visit(
+        [&](auto& body) {
+            if constexpr (std::is_same_v<std::decay_t<decltype(body)>, net::Write>) {
+                handle(conn, req.id, body, req.op, started);
+            } else {
+                metrics_.requests.record(RequestMeter::slot(req.op), handle(conn, req.id, body),
+                                         started);
+            }
+        },
+        req.body);
 }
 
-void Node::handle(const ConnPtr& conn, std::uint64_t id, net::Ping&) {
+Code Node::handle(const ConnPtr& conn, std::uint64_t id, net::Ping&) {
     net::FrameBuilder f;
     f.begin_ok(id, 0);
     conn->send(f.finish());
+    return Code::ok;
 }
 
-void Node::handle(const ConnPtr& conn, std::uint64_t id, net::Hello& hello) {
+Code Node::handle(const ConnPtr& conn, std::uint64_t id, net::Hello& hello) {
     if (!config_.auth_token.empty()) {
         conn->authorized = hello.token && net::same_secret(*hello.token, config_.auth_token);
         if (!conn->authorized) {
             conn->send(net::error_frame(
                 id, Code::unauthorized,
                 hello.token ? "wrong token; closing" : "a token is required; closing"));
-            return conn->close_after_send();
+            conn->close_after_send();
+            return Code::unauthorized;
         }
     }
     if (hello.session && writes_->sessions().resume(conn->session, *hello.session, now_ms()))
         conn->session = *hello.session;
     conn->send(hello_reply(id, conn->session, config_.node_id, leader_client_address(),
                            to_string(autonomy_->mode())));
+    return Code::ok;
 }
 
-void Node::handle(const ConnPtr& conn, std::uint64_t id, net::Write& write) {
+void Node::handle(const ConnPtr& conn, std::uint64_t id, net::Write& write, net::Op op,
+                  RequestMeter::Clock::time_point started) {
+    auto reply = std::make_shared<ConnReply>(conn, id, *this, RequestMeter::slot(op), started);
     if (auto* take = std::get_if<queue::Take>(&write.command)) take->session = conn->session;
     if (autonomy_->serving()) {
-        if (autonomy_->submit(std::move(write.command), write.wait_ms,
-                              std::make_shared<ConnReply>(conn, id, *this), now_ms()))
+        if (autonomy_->submit(std::move(write.command), write.wait_ms, std::move(reply),
+                              now_ms()))
             arm_timer();
         return;
     }
-    if (writes_->submit(std::move(write.command), write.wait_ms,
-                        std::make_shared<ConnReply>(conn, id, *this), now_ms()))
+    if (writes_->submit(std::move(write.command), write.wait_ms, std::move(reply), now_ms()))
         arm_timer();  // a parked take has a deadline
 }
 

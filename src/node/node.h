@@ -21,12 +21,15 @@
 #include <optional>
 #include <string>
 
+#include "admin/http_server.h"
 #include "net/request.h"
 #include "net/server.h"
 #include "node/autonomy.h"
 #include "node/clock.h"
 #include "node/config.h"
+#include "node/node_metrics.h"
 #include "node/raft_io.h"
+#include "node/replies.h"
 #include "node/write_path.h"
 #include "queue/store.h"
 #include "shell/raft_shell.h"
@@ -44,6 +47,7 @@ class Node {
     std::optional<std::string> start();
     void stop();
     std::uint16_t client_port() const;
+    std::uint16_t admin_port() const { return admin_ ? admin_->port() : 0; }
 
     // Tests only, before start(): the RocksDB environment (e.g. one that drops unsynced
     // writes to simulate a power cut).
@@ -62,12 +66,16 @@ class Node {
     // --- clients: one handler per request type (node.cpp; reads in node_reads.cpp) ---
     void on_frame(const ConnPtr& conn, std::string_view frame);
     void on_close(const ConnPtr& conn);
-    void handle(const ConnPtr& conn, std::uint64_t id, net::Ping& ping);
-    void handle(const ConnPtr& conn, std::uint64_t id, net::Hello& hello);
-    void handle(const ConnPtr& conn, std::uint64_t id, net::GetTask& get);
-    void handle(const ConnPtr& conn, std::uint64_t id, net::GetStats& stats);
-    void handle(const ConnPtr& conn, std::uint64_t id, net::GetStatus& status);
-    void handle(const ConnPtr& conn, std::uint64_t id, net::Write& write);
+    // Reads answer at once and return the code they answered with; a write is answered
+    // (and metered) by its ConnReply.
+    queue::Code handle(const ConnPtr& conn, std::uint64_t id, net::Ping& ping);
+    queue::Code handle(const ConnPtr& conn, std::uint64_t id, net::Hello& hello);
+    queue::Code handle(const ConnPtr& conn, std::uint64_t id, net::GetTask& get);
+    queue::Code handle(const ConnPtr& conn, std::uint64_t id, net::GetStats& stats);
+    queue::Code handle(const ConnPtr& conn, std::uint64_t id, net::GetStatus& status);
+    void handle(const ConnPtr& conn, std::uint64_t id, net::Write& write, net::Op op,
+                RequestMeter::Clock::time_point started);
+    StatusInfo status_info() const;
     void send_error(const ConnPtr& conn, std::uint64_t id, queue::Code code,
                     const std::string& message) const;
 
@@ -88,6 +96,17 @@ class Node {
     std::int64_t now_ms() const;
     std::int64_t store_now() const;  // the store's time, or the clock if later
 
+    // --- HTTP admin: health, status, metrics, the dashboard (admin.cpp, metrics_text.cpp) ---
+    std::optional<std::string> start_admin();
+    void on_admin_request(const admin::HttpRequest& req, admin::HttpServer::Respond respond);
+    // Empty when healthy, else why not.
+    std::string unhealthy_reason() const;
+    std::string status_json() const;
+    void cluster_json(admin::HttpServer::Respond respond);
+    std::string metrics_text() const;
+    // Called on every tick: leader changes, elections, the ack history.
+    void observe_raft();
+
     boost::asio::io_context& io_;
     Config config_;
     std::uint64_t raft_id_ = 1;
@@ -104,7 +123,12 @@ class Node {
     boost::asio::steady_timer timer_;  // the write path's next deadline
     std::int64_t timer_at_ = 0;        // time the timer is set for (0: unset)
     bool stopped_ = false;
+    bool loading_ = true;  // until start() has replayed the log and serves clients
     rocksdb::Env* storage_env_ = nullptr;
+    NodeMetrics metrics_;
+    std::unique_ptr<admin::HttpServer> admin_;
+    // Alive as long as this object: /cluster's answers check it before touching `this`.
+    std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
 }  // namespace dueq::node

@@ -113,6 +113,7 @@ void Node::propose_configured_settings() {
 void Node::on_tick() {
     if (stopped_) return;
     shell_->tick(now_ms());
+    observe_raft();
     const bool was_serving = autonomy_->serving();
     autonomy_->on_tick(now_ms());
     if (autonomy_->serving() != was_serving) arm_timer();

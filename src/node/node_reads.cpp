@@ -11,21 +11,36 @@ namespace {
 constexpr const char* kLeaderOnly = "consistency \"leader\" reads are served by the leader";
 }  // namespace
 
-void Node::handle(const ConnPtr& conn, std::uint64_t id, net::GetTask& get) {
-    if (get.leader_only && !is_leader()) return send_error(conn, id, Code::not_leader, kLeaderOnly);
+Code Node::handle(const ConnPtr& conn, std::uint64_t id, net::GetTask& get) {
+    if (get.leader_only && !is_leader()) {
+        send_error(conn, id, Code::not_leader, kLeaderOnly);
+        return Code::not_leader;
+    }
     auto task = shell_->store().get(get.queue, get.key);
-    if (!task) return conn->send(net::error_frame(id, Code::not_found, "no such task"));
+    if (!task) {
+        conn->send(net::error_frame(id, Code::not_found, "no such task"));
+        return Code::not_found;
+    }
     conn->send(get_reply(id, *task));
+    return Code::ok;
 }
 
-void Node::handle(const ConnPtr& conn, std::uint64_t id, net::GetStats& stats) {
-    if (stats.leader_only && !is_leader())
-        return send_error(conn, id, Code::not_leader, kLeaderOnly);
+Code Node::handle(const ConnPtr& conn, std::uint64_t id, net::GetStats& stats) {
+    if (stats.leader_only && !is_leader()) {
+        send_error(conn, id, Code::not_leader, kLeaderOnly);
+        return Code::not_leader;
+    }
     conn->send(
         stats_reply(id, shell_->store(), stats.queue ? &*stats.queue : nullptr, store_now()));
+    return Code::ok;
 }
 
-void Node::handle(const ConnPtr& conn, std::uint64_t id, net::GetStatus&) {
+Code Node::handle(const ConnPtr& conn, std::uint64_t id, net::GetStatus&) {
+    conn->send(status_reply(id, status_info()));
+    return Code::ok;
+}
+
+StatusInfo Node::status_info() const {
     const raft::Raft& raft = shell_->raft();
     StatusInfo s;
     s.node_id = config_.node_id;
@@ -61,7 +76,7 @@ void Node::handle(const ConnPtr& conn, std::uint64_t id, net::GetStatus&) {
         }
         s.peers.push_back(std::move(p));
     }
-    conn->send(status_reply(id, s));
+    return s;
 }
 
 }  // namespace dueq::node

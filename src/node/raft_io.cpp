@@ -74,6 +74,7 @@ std::optional<std::string> RaftIo::start(shell::RaftShell& shell) {
             spdlog::shutdown();
             std::_Exit(70);
         });
+    writer_->set_slow_sync_ms(config_.slow_fsync_ms);
     if (config_.members.size() <= 1) return std::nullopt;
     if (config_.cluster_secret.empty())
         return "[cluster] secret_file is required in a cluster of more than one member: "
@@ -166,6 +167,12 @@ void RaftIo::send(const raft::Message& m) {
             transfer_.start_send(m, checkpoint_);
         return;
     }
+    if (m.type == raft::MessageType::heartbeat) {
+        // One round trip timed at a time: the first heartbeat out, its answer back.
+        auto& seen = seen_[m.to];
+        if (seen.heartbeat_sent == std::chrono::steady_clock::time_point{})
+            seen.heartbeat_sent = std::chrono::steady_clock::now();
+    }
     std::string payload(1, kRaftKind);
     payload += raft::encode_message(m);
     mesh_->send(m.to, std::move(payload));
@@ -177,6 +184,8 @@ bool RaftIo::connected(raft::NodeId peer) const {
 
 void RaftIo::on_peer_frame(std::uint64_t from, std::string_view payload) {
     if (stopped_ || payload.empty()) return;
+    // Frames reach here only over a link that passed the handshake, so `from` is a member.
+    seen_[from].last_heard_ms = clock_();
     if (payload[0] == SnapshotTransfer::kKind) {
         std::string problem;
         if (auto m = transfer_.receive(from, raft_id_, payload, problem)) {
@@ -207,6 +216,15 @@ void RaftIo::on_peer_frame(std::uint64_t from, std::string_view payload) {
     if (payload[0] != kRaftKind) return drop(from, "unknown peer frame kind");
     auto m = raft::decode_message(payload.substr(1));
     if (!m) return drop(from, "undecodable raft message");
+    if (m.value().type == raft::MessageType::heartbeat_resp) {
+        auto& seen = seen_[from];
+        if (seen.heartbeat_sent != std::chrono::steady_clock::time_point{}) {
+            seen.rtt_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                              std::chrono::steady_clock::now() - seen.heartbeat_sent)
+                              .count();
+            seen.heartbeat_sent = {};
+        }
+    }
     if (auto problem = shell_->step(from, m.value()); !problem.empty()) drop(from, problem);
 }
 
@@ -220,7 +238,10 @@ void RaftIo::drop(std::uint64_t from, const std::string& problem) {
 
 void RaftIo::on_peer_change(std::uint64_t peer, bool up) {
     if (stopped_) return;
-    if (!up) transfer_.cancel(peer);
+    if (!up) {
+        transfer_.cancel(peer);
+        seen_[peer].heartbeat_sent = {};  // its answer will not come over this link
+    }
     shell_->on_link_change(peer, up, clock_());
 }
 

@@ -16,6 +16,7 @@
 #include <boost/asio.hpp>
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -55,6 +56,20 @@ class RaftIo final : public shell::Storage, public shell::Transport, public Over
     void send_merges(raft::NodeId leader, const std::vector<queue::Merge>& merges);
 
     std::uint64_t dropped() const { return dropped_; }
+    // What the admin endpoints show (admin.cpp).
+    struct PeerSeen {
+        std::int64_t last_heard_ms = -1;  // node clock; -1: never
+        std::int64_t rtt_us = -1;         // the latest heartbeat round trip (leader); -1: none
+        std::chrono::steady_clock::time_point heartbeat_sent{};  // {}: none outstanding
+    };
+    const PeerSeen* peer_seen(std::uint64_t peer) const {
+        auto it = seen_.find(peer);
+        return it == seen_.end() ? nullptr : &it->second;
+    }
+    std::uint64_t snapshots_sent() const { return transfer_.sent(); }
+    const storage::WriteMetrics* write_metrics() const {
+        return writer_ ? &writer_->metrics() : nullptr;
+    }
     bool has_mesh() const { return mesh_ != nullptr; }
 
     // shell::Storage
@@ -89,6 +104,7 @@ class RaftIo final : public shell::Storage, public shell::Transport, public Over
     SnapshotTransfer transfer_;
     std::shared_ptr<const storage::Checkpoint> checkpoint_;
     std::uint64_t dropped_ = 0;
+    std::map<std::uint64_t, PeerSeen> seen_;
     net::LogLimiter drop_log_{std::chrono::seconds(10)};
     bool stopped_ = false;
     // Alive as long as this object: posted completions check it before touching `this`.

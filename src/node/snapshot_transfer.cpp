@@ -85,6 +85,7 @@ void SnapshotTransfer::pump(const Send& send, const QueuedBytes& queued) {
             ++o.next_seq;
             if (!more) {
                 o.done = true;
+                ++sent_;
                 spdlog::info("sent snapshot at index {} to peer {} in {} chunks",
                              o.checkpoint->meta().index, peer, o.next_seq);
             }

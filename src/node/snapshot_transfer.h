@@ -43,6 +43,7 @@ class SnapshotTransfer {
     void cancel(std::uint64_t peer);
     void cancel_all();
     bool sending_to(std::uint64_t peer) const { return out_.count(peer) > 0; }
+    std::uint64_t sent() const { return sent_; }  // streams sent to the end
 
     // Follower: takes one chunk from `from`. After the last chunk of a complete stream,
     // returns the snapshot message for the core (addressed to `self`). A chunk that
@@ -85,6 +86,7 @@ class SnapshotTransfer {
     std::optional<storage::SnapshotInstall> received_;
     std::optional<storage::SnapshotInstall> accepted_;
     std::uint64_t max_stream_bytes_ = std::uint64_t(16) << 30;
+    std::uint64_t sent_ = 0;
 };
 
 }  // namespace dueq::node

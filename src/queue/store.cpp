@@ -178,6 +178,7 @@ Result Applier::operator()(const Put& c) {
     }
     s_.mark_changed(t);
     s_.update_calendar(*q);
+    ++q->counters.puts;
     Result r;
     r.version = t->version;
     return r;
@@ -221,11 +222,14 @@ Result Applier::operator()(const Take& c) {
             q->buried.insert(*t);
             s_.bump(t);
             s_.mark_changed(t);
+            ++q->counters.buries;
             continue;
         }
         if (contested) {
             q->late_credit += q->late_ppm - (late ? detail::kShareScale : 0);
         }
+        ++q->counters.takes;
+        if (t->time < now_) ++q->counters.late_takes;
         if (t->attempts < detail::kMaxAttemptsCount) t->attempts = t->attempts + 1;
         t->set_state(State::taken);
         t->aux = sat_add(now_, ttr);
@@ -274,6 +278,7 @@ Result Applier::operator()(const Ack& c) {
     if (Result r = find_leased(c.queue, c.key, c.lease, &q, &t); !r.ok()) return r;
     s_.unlink(*q, t);
     s_.drop_lease(t);
+    ++q->counters.acks;
     if (c.payload) t = s_.set_payload(t, *c.payload);
     t->attempts = 0;
     if (c.time) {
@@ -320,6 +325,7 @@ Result Applier::operator()(const Bury& c) {
     s_.drop_lease(t);
     t->set_state(State::buried);
     t->aux = 0;
+    ++q->counters.buries;
     s_.link(*q, t);
     s_.bump(t);
     s_.mark_changed(t);

@@ -41,6 +41,20 @@ struct QueueStats {
     bool due_now_capped = false;        // due_now stopped counting at 10,000
     std::optional<Millis> next_due;     // smallest time - lead_ms among ready tasks
     std::optional<Millis> oldest_late;  // smallest time among ready tasks with time < now
+    std::uint64_t late_now = 0;         // ready with time < now, counted up to 10,000
+    bool late_now_capped = false;
+};
+
+// What a queue has done since this replica's store was built (start, snapshot install);
+// every replica counts the same applied commands, so any node shows the cluster's rates.
+// Not persisted and not part of the replicated state.
+struct QueueCounters {
+    std::uint64_t puts = 0;
+    std::uint64_t takes = 0;        // tasks handed out under a lease
+    std::uint64_t late_takes = 0;   // of them, tasks already late when taken
+    std::uint64_t acks = 0;
+    std::uint64_t lease_expiries = 0;
+    std::uint64_t buries = 0;       // by bury, or by running out of attempts
 };
 
 // A Declare of this queue sets the defaults of every queue (clients cannot name it: a
@@ -100,6 +114,7 @@ class Store {
 
     std::optional<TaskView> get(std::string_view queue, std::string_view key) const;
     QueueStats stats(std::string_view queue, Millis now) const;
+    QueueCounters counters(std::string_view queue) const;  // zero for an unknown queue
     std::vector<std::string> queue_names() const;
     std::size_t task_count() const;
 

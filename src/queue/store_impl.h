@@ -64,6 +64,7 @@ struct Queue {
     AuxTree done;     // (done_until, key)
 
     Millis calendar_at = kNoEvent;  // this queue's entry in Impl::calendar
+    QueueCounters counters;
 };
 
 struct LeaseRec {

@@ -79,8 +79,16 @@ QueueStats Store::stats(std::string_view queue, Millis now) const {
             break;
         }
         ++st.due_now;
+        // Late tasks are the front of the due order, so they are counted on the way.
+        if (it->time < now) ++st.late_now;
     }
+    st.late_now_capped = st.due_now_capped && st.late_now == st.due_now;
     return st;
+}
+
+QueueCounters Store::counters(std::string_view queue) const {
+    const Queue* q = impl_->find_queue(queue);
+    return q ? q->counters : QueueCounters{};
 }
 
 std::vector<std::string> Store::queue_names() const {

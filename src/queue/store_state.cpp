@@ -196,6 +196,7 @@ void detail::StoreState::after_failed_attempt(Queue& q, Task* t, Millis not_befo
     if (max != 0 && t->attempts >= max) {
         t->set_state(State::buried);
         t->aux = 0;
+        ++q.counters.buries;
     } else if (not_before > now) {
         t->set_state(State::delayed);
         t->aux = not_before;
@@ -273,6 +274,7 @@ void detail::StoreState::expire(Queue& q, Millis to) {
         const Millis lease_until = t->aux;
         q.taken.erase(q.taken.begin());
         drop_lease(t);
+        ++q.counters.lease_expiries;
         after_failed_attempt(q, t, lease_until);
         bump(t);
         mark_changed(t);

@@ -394,6 +394,7 @@ void RaftShell::install_snapshot(raft::Ready& rd) {
         answer(p, Code::timeout,
                "a snapshot replaced the log before this was seen to commit; it may or may not "
                "be applied");
+    ++snapshots_installed_;
     spdlog::info("installed snapshot at index {} (term {}): {} tasks", meta.index, meta.term,
                  store_->task_count());
 }

@@ -164,11 +164,13 @@ class RaftShell {
     // This node and the peers it is linked to make a majority.
     bool reaches_quorum() const;
     std::size_t pending_proposals() const { return proposals_.size(); }
+    std::uint64_t snapshots_installed() const { return snapshots_installed_; }
     bool busy() const { return inflight_.has_value(); }
     // The latest time an input carried: "now" for what happens as entries apply.
     std::int64_t now() const { return now_; }
 
   private:
+    std::uint64_t snapshots_installed_ = 0;
     struct Proposal {
         raft::Term term;
         std::int64_t deadline;

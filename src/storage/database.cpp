@@ -240,7 +240,7 @@ Status Database::load(queue::Store& store, Loaded& out) {
 }
 
 Status Database::write(const std::vector<LogWrite>& logs, const std::vector<AppliedState>& applied,
-                       const std::vector<OverlayWrite>& overlay) {
+                       const std::vector<OverlayWrite>& overlay, Written* written) {
     rocksdb::WriteBatch batch;
     bool sync = false;
     for (const auto& w : logs) {
@@ -299,6 +299,7 @@ Status Database::write(const std::vector<LogWrite>& logs, const std::vector<Appl
     wo.sync = sync_ && sync;
     auto s = db_->Write(wo, &batch);
     if (!s.ok()) return Status::error("RocksDB write failed: " + s.ToString());
+    if (written) *written = {batch.GetDataSize(), wo.sync};
     return Status{};
 }
 

@@ -102,8 +102,13 @@ class Database {
     // Writes log writes, applied states and overlay writes, in the order given, as one
     // batch; synced if any log or overlay write asks for it and the sync policy says so
     // (group commit).
+    // `written`, if given, gets the batch's size and whether it was synced.
+    struct Written {
+        std::uint64_t bytes = 0;
+        bool synced = false;
+    };
     Status write(const std::vector<LogWrite>& logs, const std::vector<AppliedState>& applied,
-                 const std::vector<OverlayWrite>& overlay = {});
+                 const std::vector<OverlayWrite>& overlay = {}, Written* written = nullptr);
     // Replaces the log, the hard state and the applied state with a snapshot; synced.
     Status install(const SnapshotInstall& snap);
     // A view of what is written now, which must be the applied state at `meta.index`.

@@ -1,5 +1,7 @@
 #include "storage/writer.h"
 
+#include <spdlog/spdlog.h>
+
 namespace dueq::storage {
 
 Writer::Writer(Database& db, std::function<void(std::uint64_t)> on_written,
@@ -51,13 +53,39 @@ void Writer::run() {
     }
 }
 
+void Writer::record(const Database::Written& w, std::chrono::steady_clock::duration took) {
+    metrics_.bytes.fetch_add(w.bytes, std::memory_order_relaxed);
+    metrics_.batches.fetch_add(1, std::memory_order_relaxed);
+    if (!w.synced) return;
+    const auto us = std::chrono::duration_cast<std::chrono::microseconds>(took).count();
+    metrics_.synced_write.record_us(std::uint64_t(us));
+    const std::uint32_t slow_ms = slow_sync_ms_.load(std::memory_order_relaxed);
+    if (slow_ms == 0 || us < std::int64_t(slow_ms) * 1000) return;
+    // A sick disk makes every fsync slow: one line a second says so without flooding.
+    const auto now = std::chrono::steady_clock::now();
+    if (now - slow_logged_ < std::chrono::seconds(1)) {
+        ++slow_unlogged_;
+        return;
+    }
+    spdlog::warn("slow fsync: a write of {} bytes took {} ms (threshold {} ms){}", w.bytes,
+                 us / 1000, slow_ms,
+                 slow_unlogged_ ? fmt::format("; {} more slow since the last such line",
+                                              slow_unlogged_)
+                                : std::string());
+    slow_logged_ = now;
+    slow_unlogged_ = 0;
+}
+
 bool Writer::carry_out(std::vector<Job>& jobs) {
     std::vector<LogWrite> logs;
     std::vector<AppliedState> applied;
     std::vector<OverlayWrite> overlay;
     auto flush = [&] {
         if (logs.empty() && applied.empty() && overlay.empty()) return true;
-        auto st = db_.write(logs, applied, overlay);
+        const auto began = std::chrono::steady_clock::now();
+        Database::Written written;
+        auto st = db_.write(logs, applied, overlay, &written);
+        if (st.ok) record(written, std::chrono::steady_clock::now() - began);
         logs.clear();
         applied.clear();
         overlay.clear();

@@ -9,6 +9,8 @@
 // (`on_error`): a node must not go on after its log could not be made durable.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -17,6 +19,7 @@
 #include <variant>
 #include <vector>
 
+#include "common/histogram.h"
 #include "storage/database.h"
 
 namespace dueq::storage {
@@ -30,6 +33,13 @@ struct CheckpointRequest {
 
 using Job = std::variant<LogWrite, AppliedState, SnapshotInstall, CheckpointRequest, OverlayWrite>;
 
+// What the storage thread has written; read from any thread (relaxed atomics).
+struct WriteMetrics {
+    Histogram synced_write;  // batches written with an fsync: the whole write, fsync included
+    std::atomic<std::uint64_t> bytes{0};    // batch bytes handed to RocksDB
+    std::atomic<std::uint64_t> batches{0};  // batches written, synced or not
+};
+
 class Writer {
   public:
     Writer(Database& db, std::function<void(std::uint64_t ticket)> on_written,
@@ -40,10 +50,14 @@ class Writer {
     std::uint64_t submit(Job job);
     // Number of write batches so far; for metrics and tests.
     std::uint64_t batches() const;
+    const WriteMetrics& metrics() const { return metrics_; }
+    // A synced write slower than this is logged (at most once a second); 0: never.
+    void set_slow_sync_ms(std::uint32_t ms) { slow_sync_ms_ = ms; }
 
   private:
     void run();
     bool carry_out(std::vector<Job>& jobs);
+    void record(const Database::Written& w, std::chrono::steady_clock::duration took);
 
     Database& db_;
     std::function<void(std::uint64_t)> on_written_;
@@ -54,6 +68,10 @@ class Writer {
     std::uint64_t next_ticket_ = 0;  // ticket of the last job submitted
     bool stop_ = false;
     std::uint64_t batches_ = 0;
+    WriteMetrics metrics_;
+    std::atomic<std::uint32_t> slow_sync_ms_{0};
+    std::chrono::steady_clock::time_point slow_logged_{};  // storage thread only
+    std::uint64_t slow_unlogged_ = 0;                     // slow syncs not logged since
     std::thread thread_;
 };
 

@@ -1,0 +1,282 @@
+// The node's HTTP admin endpoints (docs/admin.md): /health, /ready, /status, /cluster,
+// /metrics (metrics_text.cpp) and the dashboard at /. Everything here runs on the event
+// loop and reads state the loop owns, so a request costs the loop its handling time and
+// nothing while idle.
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "admin/dashboard.h"
+#include "admin/http_get.h"
+#include "admin/prometheus.h"
+#include "node/node.h"
+
+namespace dueq::node {
+
+using json = nlohmann::json;
+
+namespace {
+
+admin::HttpResponse json_response(unsigned status, const std::string& body) {
+    return {status, "application/json", body};
+}
+
+std::string member_name(const Config& c, raft::NodeId id) {
+    if (id == raft::kNoNode) return {};
+    if (c.members.empty()) return c.node_id;
+    return id <= c.members.size() ? c.members[id - 1].id : std::to_string(id);
+}
+
+}  // namespace
+
+std::optional<std::string> Node::start_admin() {
+    if (config_.admin_listen.empty()) return std::nullopt;
+    try {
+        admin_ = std::make_unique<admin::HttpServer>(
+            io_, config_.admin_listen,
+            [this](const admin::HttpRequest& req, admin::HttpServer::Respond respond) {
+                on_admin_request(req, std::move(respond));
+            });
+    } catch (const std::exception& e) {
+        return "cannot listen for HTTP admin on " + config_.admin_listen + ": " + e.what();
+    }
+    spdlog::info("HTTP admin on {} (port {})", config_.admin_listen, admin_->port());
+    return std::nullopt;
+}
+
+void Node::on_admin_request(const admin::HttpRequest& req, admin::HttpServer::Respond respond) {
+    const std::string& p = req.path;
+    // Before the log is replayed there is no state to show: only the probes answer.
+    if (loading_ && p != "/health" && p != "/ready")
+        return respond(json_response(503, R"({"reason":"loading"})"));
+    if (p == "/health" || p == "/ready") {
+        std::string reason = loading_ ? "loading" : stopped_ ? "stopping" : "";
+        if (reason.empty() && p == "/health") reason = unhealthy_reason();
+        json body{{"node_id", config_.node_id}, {"healthy", reason.empty()}};
+        if (!reason.empty()) body["reason"] = reason;
+        if (!loading_) body["mode"] = to_string(autonomy_->mode());
+        return respond(json_response(reason.empty() ? 200 : 503, body.dump() + "\n"));
+    }
+    if (p == "/status") return respond(json_response(200, status_json()));
+    if (p == "/cluster") return cluster_json(std::move(respond));
+    if (p == "/metrics") return respond({200, admin::PromText::kContentType, metrics_text()});
+    if (p == "/" || p == "/index.html")
+        return respond({200, "text/html; charset=utf-8", std::string(admin::dashboard_html())});
+    respond({404, "text/plain; charset=utf-8",
+             "not found; try /, /health, /ready, /status, /cluster or /metrics\n"});
+}
+
+std::string Node::unhealthy_reason() const {
+    if (config_.members.size() <= 1) return {};  // standalone: serving is all it takes
+    const raft::Raft& raft = shell_->raft();
+    const std::int64_t now = now_ms();
+    // Half an election timeout is five missed heartbeats: late enough not to flap, early
+    // enough that /health turns before the Raft timers even start an election.
+    const std::int64_t silence = config_.raft.election_timeout_ms / 2;
+    auto heard_within = [&](raft::NodeId peer) {
+        const auto* seen = raft_io_->peer_seen(peer);
+        return seen && seen->last_heard_ms >= 0 && now - seen->last_heard_ms <= silence;
+    };
+    const std::string mode = to_string(autonomy_->mode());
+    const std::string note = mode == "normal" ? "" : " (mode " + mode + ")";
+    if (raft.leader() == raft::kNoNode)
+        return "no leader for " + std::to_string(now - metrics_.leaderless_since) + " ms" + note;
+    if (is_leader()) {
+        std::size_t heard = 1;
+        for (std::size_t id = 1; id <= config_.members.size(); ++id)
+            if (id != raft_id_ && heard_within(id)) ++heard;
+        if (heard * 2 <= config_.members.size())
+            return "leader without a quorum: heard from " + std::to_string(heard) + " of " +
+                   std::to_string(config_.members.size()) + " members in the last " +
+                   std::to_string(silence) + " ms" + note;
+        return {};
+    }
+    if (!heard_within(raft.leader())) {
+        const auto* seen = raft_io_->peer_seen(raft.leader());
+        const std::string since =
+            seen && seen->last_heard_ms >= 0
+                ? std::to_string(now - seen->last_heard_ms) + " ms"
+                : "ever";
+        return "nothing from leader " + member_name(config_, raft.leader()) + " for " + since +
+               note;
+    }
+    return {};
+}
+
+std::string Node::status_json() const {
+    const StatusInfo s = status_info();
+    json j{{"node_id", s.node_id},
+           {"role", s.role},
+           {"term", s.term},
+           {"leader", s.leader},
+           {"leader_id", s.leader_id},
+           {"commit_index", s.commit_index},
+           {"applied_index", s.applied_index},
+           {"last_index", s.last_index},
+           {"tasks", s.tasks},
+           {"pending", s.pending},
+           {"peer_input_dropped", s.peer_input_dropped},
+           {"mode", s.mode},
+           {"mode_ms", s.mode_ms},
+           {"overlay", s.overlay},
+           {"now_ms", now_ms()}};
+    const std::string reason = unhealthy_reason();
+    j["healthy"] = reason.empty();
+    if (!reason.empty()) j["unhealthy_reason"] = reason;
+    json peers = json::array();
+    for (const auto& p : s.peers) {
+        json pj{{"id", p.id}, {"peer", p.peer}, {"connected", p.connected}};
+        if (is_leader()) {
+            pj["match"] = p.match;
+            pj["lag"] = p.lag;
+        }
+        const auto* seen = raft_io_->peer_seen(raft_id_of(config_, p.id));
+        if (seen && seen->last_heard_ms >= 0) pj["last_heard_ms_ago"] = now_ms() - seen->last_heard_ms;
+        if (seen && seen->rtt_us >= 0) pj["rtt_ms"] = double(seen->rtt_us) / 1000.0;
+        peers.push_back(std::move(pj));
+    }
+    j["peers"] = std::move(peers);
+    const queue::Store& store = shell_->store();
+    const std::int64_t now = store_now();
+    json queues = json::array();
+    for (const auto& name : store.queue_names()) {
+        const auto st = store.stats(name, now);
+        const auto c = store.counters(name);
+        json q{{"name", name},
+               {"ready", st.ready},
+               {"taken", st.taken},
+               {"buried", st.buried},
+               {"done", st.done},
+               {"due_now", st.due_now},
+               {"due_now_capped", st.due_now_capped},
+               {"late_now", st.late_now},
+               {"late_now_capped", st.late_now_capped},
+               {"puts", c.puts},
+               {"takes", c.takes},
+               {"late_takes", c.late_takes},
+               {"acks", c.acks},
+               {"lease_expiries", c.lease_expiries},
+               {"buries", c.buries}};
+        if (st.oldest_late) q["oldest_late_age_ms"] = now - *st.oldest_late;
+        queues.push_back(std::move(q));
+    }
+    j["queues"] = std::move(queues);
+    json changes = json::array();
+    for (const auto& c : metrics_.recent_changes)
+        changes.push_back(
+            {{"at_ms", c.at_ms}, {"term", c.term}, {"from", c.from}, {"to", c.to}, {"reason", c.reason}});
+    j["leader_changes"] = std::move(changes);
+    json history = json::array();
+    for (const auto& h : metrics_.history)
+        history.push_back({h.at_ms, h.acks, h.takes, h.puts});
+    j["history"] = {{"every_ms", NodeMetrics::kSampleMs},
+                    {"columns", {"at_ms", "acks", "takes", "puts"}},
+                    {"rows", std::move(history)}};
+    json members = json::array();
+    for (const auto& m : config_.members)
+        members.push_back({{"id", m.id}, {"client", m.client}, {"admin", m.admin}});
+    j["members"] = std::move(members);
+    return j.dump() + "\n";
+}
+
+void Node::cluster_json(admin::HttpServer::Respond respond) {
+    // Every member's /status, asked in parallel; this node answers for itself.
+    struct Gather {
+        json members = json::array();
+        std::size_t waiting = 0;
+        admin::HttpServer::Respond respond;
+    };
+    auto g = std::make_shared<Gather>();
+    g->respond = std::move(respond);
+    std::vector<Member> members = config_.members;
+    if (members.empty()) members.push_back({config_.node_id, "", config_.client_advertise, ""});
+    g->members = json::array();
+    for (std::size_t i = 0; i < members.size(); ++i)
+        g->members.push_back({{"id", members[i].id}, {"admin", members[i].admin}});
+    auto finish = [g, self = config_.node_id] {
+        if (--g->waiting > 0) return;
+        g->respond(
+            json_response(200, json{{"self", self}, {"members", g->members}}.dump() + "\n"));
+    };
+    g->waiting = members.size() + 1;  // +1: released below, after every request is out
+    for (std::size_t i = 0; i < members.size(); ++i) {
+        json& slot = g->members[i];
+        if (members[i].id == config_.node_id) {
+            slot["status"] = json::parse(status_json());
+            finish();
+        } else if (members[i].admin.empty()) {
+            slot["error"] = "no admin address in [cluster] members";
+            finish();
+        } else {
+            admin::http_get(io_, members[i].admin, "/status", std::chrono::milliseconds(800),
+                            [g, i, finish, alive = std::weak_ptr<bool>(alive_)](
+                                admin::HttpGetResult r) {
+                                if (alive.expired()) return;
+                                json& slot = g->members[i];
+                                if (!r.ok) {
+                                    slot["error"] = r.error;
+                                } else {
+                                    auto parsed = json::parse(r.body, nullptr, false);
+                                    if (parsed.is_discarded())
+                                        slot["error"] = "its /status is not JSON";
+                                    else
+                                        slot["status"] = std::move(parsed);
+                                }
+                                finish();
+                            });
+        }
+    }
+    finish();
+}
+
+void Node::observe_raft() {
+    const raft::Raft& raft = shell_->raft();
+    const std::int64_t now = now_ms();
+    if (raft.term() > metrics_.seen_term) {
+        // A term this node began: it campaigned (as a candidate, or already won).
+        if (raft.role() == raft::Role::candidate ||
+            (raft.role() == raft::Role::leader && raft.leader() == raft_id_))
+            ++metrics_.elections_started;
+        metrics_.seen_term = raft.term();
+    }
+    if (raft.leader() != metrics_.seen_leader) {
+        LeaderChange c{now, raft.term(), member_name(config_, metrics_.seen_leader),
+                       member_name(config_, raft.leader()), ""};
+        if (raft.leader() == raft_id_) {
+            c.reason = "this node won the election";
+        } else if (raft.leader() != raft::kNoNode) {
+            c.reason = "heard from the new leader";
+        } else if (metrics_.seen_leader != raft::kNoNode &&
+                   !raft_io_->connected(metrics_.seen_leader)) {
+            c.reason = "the link to the leader broke";
+        } else {
+            c.reason = "the leader fell silent or stepped down";
+        }
+        if (metrics_.seen_leader != raft::kNoNode || raft.leader() != raft::kNoNode) {
+            spdlog::info("leader change in term {}: {} -> {} ({})", c.term,
+                         c.from.empty() ? "none" : c.from, c.to.empty() ? "none" : c.to, c.reason);
+            ++metrics_.leader_changes;
+            metrics_.recent_changes.push_back(std::move(c));
+            if (metrics_.recent_changes.size() > NodeMetrics::kKeptChanges)
+                metrics_.recent_changes.pop_front();
+        }
+        if (raft.leader() == raft::kNoNode) metrics_.leaderless_since = now;
+        metrics_.seen_leader = raft.leader();
+    }
+    if (metrics_.seen_leader == raft::kNoNode && metrics_.leaderless_since == 0)
+        metrics_.leaderless_since = now;  // no leader since start
+    if (metrics_.history.empty() ||
+        now - metrics_.history.back().at_ms >= NodeMetrics::kSampleMs) {
+        NodeMetrics::Sample s{now, 0, 0, 0};
+        const queue::Store& store = shell_->store();
+        for (const auto& name : store.queue_names()) {
+            const auto c = store.counters(name);
+            s.acks += c.acks;
+            s.takes += c.takes;
+            s.puts += c.puts;
+        }
+        metrics_.history.push_back(s);
+        if (metrics_.history.size() > NodeMetrics::kKeptSamples) metrics_.history.pop_front();
+    }
+}
+
+}  // namespace dueq::node

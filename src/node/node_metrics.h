@@ -1,0 +1,74 @@
+// What a node counts for its admin endpoints (docs/admin.md): requests by op and result,
+// their latency, leader changes and the acknowledgement history the dashboard charts.
+// Owned by the event loop; the latency histograms are atomics only because Histogram is.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <string>
+
+#include "common/histogram.h"
+#include "net/request.h"
+#include "wire/error_code.h"
+
+namespace dueq::node {
+
+class RequestMeter {
+  public:
+    using Clock = std::chrono::steady_clock;
+    // net::Op's values, then one for frames that did not decode.
+    static constexpr std::size_t kOps = std::size_t(net::Op::status) + 2;
+    static constexpr std::size_t kInvalid = kOps - 1;
+    static constexpr std::size_t kCodes = std::size_t(wire::Code::unknown) + 1;
+
+    static std::size_t slot(net::Op op) { return std::size_t(op); }
+    static const char* op_name(std::size_t slot) {
+        return slot == kInvalid ? "invalid" : net::to_string(net::Op(slot));
+    }
+
+    void record(std::size_t op, wire::Code code, Clock::time_point started) {
+        ++counts_[op][std::size_t(code) < kCodes ? std::size_t(code) : kCodes - 1];
+        const auto us =
+            std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - started).count();
+        latency_[op].record_us(us > 0 ? std::uint64_t(us) : 0);
+    }
+    std::uint64_t count(std::size_t op, std::size_t code) const { return counts_[op][code]; }
+    const Histogram& latency(std::size_t op) const { return latency_[op]; }
+
+  private:
+    std::array<std::array<std::uint64_t, kCodes>, kOps> counts_{};
+    std::array<Histogram, kOps> latency_{};
+};
+
+struct LeaderChange {
+    std::int64_t at_ms = 0;  // wall clock
+    std::uint64_t term = 0;
+    std::string from, to;  // member ids; empty: none
+    std::string reason;
+};
+
+struct NodeMetrics {
+    RequestMeter requests;
+    std::uint64_t leader_changes = 0;     // this node saw its leader change (to none included)
+    std::uint64_t elections_started = 0;  // terms this node began as a candidate
+    std::deque<LeaderChange> recent_changes;  // the latest kKeptChanges, oldest first
+    static constexpr std::size_t kKeptChanges = 20;
+
+    // What observe_raft() last saw.
+    std::uint64_t seen_leader = 0;  // raft id; 0: none
+    std::uint64_t seen_term = 0;
+    std::int64_t leaderless_since = 0;  // wall ms; meaningful while seen_leader == 0
+
+    // Acks over every queue, sampled every kSampleMs for the dashboard's refresh chart.
+    struct Sample {
+        std::int64_t at_ms = 0;
+        std::uint64_t acks = 0, takes = 0, puts = 0;
+    };
+    std::deque<Sample> history;
+    static constexpr std::int64_t kSampleMs = 5000;
+    static constexpr std::size_t kKeptSamples = 120;  // ten minutes
+};
+
+}  // namespace dueq::node
