@@ -10,6 +10,7 @@ packages=(
   libssl-dev catch2 libtomlplusplus-dev libcli11-dev nlohmann-json3-dev
   python3 faketime  # tools/chaos: the harness and checker, and clock jumps (libfaketime)
   clang-16 libclang-rt-16-dev  # fuzz/: libFuzzer targets (scripts/test.sh's fuzz pass, tools/fuzz/run.sh)
+  prometheus chromium  # tests/admin: a real Prometheus scrapes /metrics, headless Chromium renders /
 )
 
 missing=()

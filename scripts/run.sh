@@ -56,6 +56,7 @@ done
 ctl status
 ctl stats tokens
 echo "demo: from another terminal: export DUEQ_ADDR=$addrs; $bin/tools/dueqctl/dueqctl status"
+echo "demo: the dashboard: http://127.0.0.1:7901/ (also 7902, 7903; /metrics, /health, /status; docs/admin.md)"
 
 echo "demo: starting the refresher (builtin refresh: new token, expiry = now + 90s)"
 worker_args=(worker tokens --builtin-refresh --next-in 90s --concurrency 4 --progress-every 20)

@@ -4,7 +4,8 @@
 # always. Each command prints the PID(s) once the node(s) listen, and writes each to
 # DIR/<name>.pid (node.pid, n1.pid, ...); stop them with kill.
 #
-#   tools/bench/dueq.sh node DIR PORT [FSYNC]   one node (FSYNC: always | never)
+#   tools/bench/dueq.sh node DIR PORT [FSYNC]   one node (FSYNC: always | never); with
+#                                               DUEQ_ADMIN=host:port it serves HTTP admin
 #   tools/bench/dueq.sh cluster DIR             members 1-3, prints their PIDs
 #   tools/bench/dueq.sh member DIR I            (re)starts member I of that cluster
 #
@@ -99,6 +100,8 @@ case $cmd in
     {
       printf '[node]\nid = "n1"\nclient_listen = "127.0.0.1:%s"\ndata_dir = "%s/data"\n\n' "$port" "$dir"
       common_sections "${4:-always}"
+      # DUEQ_ADMIN=host:port: the node also serves HTTP admin there (docs/admin.md).
+      [ -z "${DUEQ_ADMIN:-}" ] || printf '\n[admin]\nlisten = "%s"\n' "$DUEQ_ADMIN"
     } >"$dir/node.toml"
     launch node "$dir/node.toml"
     ;;
