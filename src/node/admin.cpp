@@ -157,6 +157,12 @@ std::string Node::status_json() const {
                {"lease_expiries", c.lease_expiries},
                {"buries", c.buries}};
         if (st.oldest_late) q["oldest_late_age_ms"] = now - *st.oldest_late;
+        if (auto it = metrics_.queue_acks.find(name);
+            it != metrics_.queue_acks.end() && it->second.size() > 1) {
+            const auto& [t0, a0] = it->second.front();
+            const auto& [t1, a1] = it->second.back();
+            if (t1 > t0 && a1 >= a0) q["acks_per_second"] = double(a1 - a0) * 1000.0 / double(t1 - t0);
+        }
         queues.push_back(std::move(q));
     }
     j["queues"] = std::move(queues);
@@ -273,6 +279,9 @@ void Node::observe_raft() {
             s.acks += c.acks;
             s.takes += c.takes;
             s.puts += c.puts;
+            auto& acks = metrics_.queue_acks[name];
+            acks.emplace_back(now, c.acks);
+            if (acks.size() > NodeMetrics::kRateSamples) acks.pop_front();
         }
         metrics_.history.push_back(s);
         if (metrics_.history.size() > NodeMetrics::kKeptSamples) metrics_.history.pop_front();

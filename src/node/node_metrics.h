@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <string>
 
 #include "common/histogram.h"
@@ -67,6 +68,10 @@ struct NodeMetrics {
         std::uint64_t acks = 0, takes = 0, puts = 0;
     };
     std::deque<Sample> history;
+    // Per queue, acks at the last kRateSamples sample times: its acks per second over the
+    // last minute. Bounded by the store's limit on queues.
+    std::map<std::string, std::deque<std::pair<std::int64_t, std::uint64_t>>> queue_acks;
+    static constexpr std::size_t kRateSamples = 13;  // twelve intervals of 5 s
     static constexpr std::int64_t kSampleMs = 5000;
     static constexpr std::size_t kKeptSamples = 120;  // ten minutes
 };

@@ -291,7 +291,20 @@ def page_problems(facts, leader, stats, members):
     return problems
 
 
-def check_dashboard(c, workdir, log, screenshot):
+def refresher(c, seconds, log):
+    """A reference worker refreshing `tokens` for `seconds`, so the chart has a rate."""
+    addrs = ",".join(f"127.0.0.1:{c.client_port[n]}" for n in c.ids)
+    for i in range(20, 500):
+        dueqctl(c, "put", "tokens", f"tok-{i:03d}", "--payload", '"t"', "--time", f"+{i % 30}s")
+    log(f"refreshing 500 tokens for {seconds} s before the kill")
+    return subprocess.Popen(
+        [c.binary("tools/dueqctl/dueqctl"), "--addr", addrs, "worker", "tokens",
+         "--builtin-refresh", "--next-in", "20s", "--concurrency", "2",
+         "--duration", f"{seconds + 15}s", "--progress-every", "0"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+def check_dashboard(c, workdir, log, screenshot, warm_seconds=0):
     problems = []
     leader = c.wait_leader(30)
     viewer = next(n for n in c.ids if n != leader)
@@ -307,6 +320,9 @@ def check_dashboard(c, workdir, log, screenshot):
     if not page_problems(facts, leader, planted, roles):
         problems.append("the page check accepted a planted wrong count: it cannot fail")
 
+    worker = refresher(c, warm_seconds, log) if warm_seconds else None
+    if worker:
+        time.sleep(warm_seconds)
     # During a leader kill: the shot shows the dead member and the election.
     c.kill(leader)
     time.sleep(0.3)
@@ -315,6 +331,9 @@ def check_dashboard(c, workdir, log, screenshot):
              f"http://127.0.0.1:{c.admin_port[viewer]}/")
     log(f"screenshot during the kill of {leader}: {shot}")
     new_leader = c.wait_leader(30)
+    if worker:
+        worker.wait(timeout=120)  # its --duration ends it; then the counts hold still
+        stats = json.loads(dueqctl(c, "--json", "stats", "tokens", node=new_leader))
     facts = PageFacts()
     facts.feed(chromium("--dump-dom", f"http://127.0.0.1:{c.admin_port[viewer]}/"))
     roles = {n: ("leader" if n == new_leader else "follower") for n in c.ids if n != leader}
@@ -332,6 +351,9 @@ def main():
     ap.add_argument("--build", default="build", help="the CMake build directory")
     ap.add_argument("--results", help="keep the cluster's files here (default: a temp dir)")
     ap.add_argument("--screenshot", help="dashboard: write the screenshot here (PNG)")
+    ap.add_argument("--warm", type=int, default=0, metavar="SECONDS",
+                    help="dashboard: run a refresher this long before the kill, so the "
+                         "screenshot shows a refresh rate (docs/dashboard.png: 120)")
     args = ap.parse_args()
     os.environ["DUEQ_BUILD"] = os.path.abspath(args.build)
     workdir = os.path.abspath(args.results) if args.results else tempfile.mkdtemp(
@@ -359,7 +381,7 @@ def main():
             else:
                 load(c)
                 problems += check_dashboard(c, os.path.join(workdir, check), log,
-                                            args.screenshot)
+                                            args.screenshot, args.warm)
         except Exception as e:  # noqa: BLE001 - reported as a failure with the logs kept
             problems.append(f"{check}: {e}")
         finally:

@@ -139,3 +139,38 @@ TEST_CASE("[limits] for client connections parse and are range-checked") {
           std::string::npos);
     CHECK(parse_config("", "t").limits.idle_timeout_ms == 600'000);
 }
+
+TEST_CASE("[admin] listen, a member's admin address and [log] format are read and checked") {
+    auto c = parse_config(dueq::node::default_config_text(), "built-in");
+    CHECK(c.admin_listen.empty());  // off unless asked for
+    CHECK(c.log_format == "text");
+    CHECK(c.slow_fsync_ms == 200);
+    c = parse_config(R"(
+[node]
+id = "n1"
+[cluster]
+secret_file = "s"
+members = [
+  { id = "n1", peer = "127.0.0.1:1", client = "127.0.0.1:2", admin = "127.0.0.1:3" },
+  { id = "n2", peer = "127.0.0.1:4", client = "127.0.0.1:5" },
+]
+[admin]
+listen = "127.0.0.1:3"
+[log]
+format = "json"
+slow_fsync_ms = 0
+)",
+                     "t.toml");
+    CHECK(c.admin_listen == "127.0.0.1:3");
+    CHECK(c.members[0].admin == "127.0.0.1:3");
+    CHECK(c.members[1].admin.empty());
+    CHECK(c.log_format == "json");
+    CHECK(c.slow_fsync_ms == 0);
+    // The admin address is local knowledge: it does not change the membership fingerprint.
+    auto without = c;
+    without.members[0].admin.clear();
+    CHECK(dueq::node::membership_fingerprint(c) == dueq::node::membership_fingerprint(without));
+    CHECK(error_of("[log]\nformat = \"xml\"\n").find("[log] format") != std::string::npos);
+    CHECK(error_of("[admin]\nport = 1\n").find("port") != std::string::npos);
+    CHECK(error_of("[log]\nslow_fsync_ms = -1\n").find("slow_fsync_ms") != std::string::npos);
+}

@@ -673,3 +673,32 @@ TEST_CASE("names are the wire names", "[queue]") {
     CHECK(std::string(to_string(Code::unauthorized)) == "unauthorized");
     CHECK(std::string(to_string(Code::internal)) == "internal");
 }
+
+TEST_CASE("queue counters count what was applied; stats count late tasks", "[queue]") {
+    Fixture f;
+    REQUIRE(f.apply(put("a", T0 - 50)).ok());  // late at T0
+    REQUIRE(f.apply(put("b", T0 - 10)).ok());  // late at T0
+    REQUIRE(f.apply(put("c", T0)).ok());       // due, not late
+    REQUIRE(f.apply(put("d", T0 + 60'000)).ok());
+    auto st = f.s.stats("q", T0);
+    CHECK(st.due_now == 3);
+    CHECK(st.late_now == 2);
+    CHECK_FALSE(st.late_now_capped);
+
+    const TakenTask a = f.take_one();  // the not-late one goes first: c
+    CHECK(a.key == "c");
+    REQUIRE(f.apply(Ack{"q", a.key, a.lease, std::nullopt, T0 + 3600'000}).ok());
+    const TakenTask b = f.take_one();  // then the late ones
+    REQUIRE(f.apply(Bury{"q", b.key, b.lease}).ok());
+    f.take_one();  // its lease (ttr 1 s) runs out below
+    f.s.advance(T0 + 1000);
+
+    const QueueCounters c = f.s.counters("q");
+    CHECK(c.puts == 4);
+    CHECK(c.takes == 3);
+    CHECK(c.late_takes == 2);
+    CHECK(c.acks == 1);
+    CHECK(c.buries == 1);
+    CHECK(c.lease_expiries == 1);
+    CHECK(f.s.counters("unknown").takes == 0);
+}
