@@ -214,9 +214,7 @@ void Node::cluster_json(admin::HttpServer::Respond respond) {
             finish();
         } else {
             admin::http_get(io_, members[i].admin, "/status", std::chrono::milliseconds(800),
-                            [g, i, finish, alive = std::weak_ptr<bool>(alive_)](
-                                admin::HttpGetResult r) {
-                                if (alive.expired()) return;
+                            [g, i, finish](admin::HttpGetResult r) {
                                 json& slot = g->members[i];
                                 if (!r.ok) {
                                     slot["error"] = r.error;

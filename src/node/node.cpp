@@ -86,7 +86,6 @@ std::optional<std::string> Node::start() {
 void Node::stop() {
     if (stopped_) return;
     stopped_ = true;
-    *alive_ = false;
     if (admin_) admin_->stop();
     if (server_) server_->stop();
     if (shell_) shell_->write_applied_state();  // so that a restart replays nothing

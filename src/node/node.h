@@ -127,8 +127,6 @@ class Node {
     rocksdb::Env* storage_env_ = nullptr;
     NodeMetrics metrics_;
     std::unique_ptr<admin::HttpServer> admin_;
-    // Alive as long as this object: /cluster's answers check it before touching `this`.
-    std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
 }  // namespace dueq::node

@@ -3,10 +3,16 @@
 # refresh (take + ack) against one dueqd with the admin listener off, and with it on and
 # scraped once a second (/metrics and /status, as Prometheus and an open dashboard would).
 # Off and on alternate, the order flipping every round, so drift on a noisy machine hits
-# both; the figure is the ratio of the medians, on / off.
+# both. Two figures per scenario, each the median over rounds of on / off within a round:
+# throughput, and the node's CPU time per operation (from /proc, all of dueq-bench's run:
+# preload and warmup included, alike on both sides), which is steadier on a shared machine.
 #
 #   tools/bench/admin-cost.sh                   5 rounds of 10 s per scenario, fsync never
 #   ROUNDS=3 SECONDS_EACH=5 FSYNC=always tools/bench/admin-cost.sh
+#
+# On a machine with two cores or more the node runs on core 0 and dueq-bench and the
+# scraper on core 1 (PIN=0 to let the scheduler place them), so that the two do not take
+# turns on one core, which scatters single figures by ±20% on a 2-core VM.
 #
 # Prints one line per measurement and a summary; OUT=file also writes the summary as JSON.
 set -euo pipefail
@@ -19,6 +25,10 @@ fsync=${FSYNC:-never}
 port=${PORT:-7791}
 admin_port=${ADMIN_PORT:-7991}
 conns=${CONNECTIONS:-64}
+server_cpu=() client_cpu=()
+if [ "${PIN:-1}" = 1 ] && [ "$(nproc)" -ge 2 ]; then
+  server_cpu=(taskset -c 0) client_cpu=(taskset -c 1)
+fi
 [ -x "$bench" ] || { echo "admin-cost: $bench is missing: build first (scripts/build.sh)" >&2; exit 1; }
 work=$(mktemp -d /tmp/dueq-admin-cost.XXXXXX)
 node_pid="" scraper_pid=""
@@ -33,29 +43,40 @@ trap 'stop_all; rm -rf "$work"' EXIT
 # scrape: once a second until killed, what a Prometheus server and a dashboard ask for.
 scrape() {
   while true; do
-    curl -fsS -o /dev/null "http://127.0.0.1:$admin_port/metrics" || echo "admin-cost: a scrape failed" >&2
-    curl -fsS -o /dev/null "http://127.0.0.1:$admin_port/status" || true
+    curl -fs -o /dev/null "http://127.0.0.1:$admin_port/metrics" || true
+    curl -fs -o /dev/null "http://127.0.0.1:$admin_port/status" || true
     sleep 1
   done
 }
 
-# measure VARIANT SCENARIO: one fresh node, one dueq-bench run; prints ops/s.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+# measure VARIANT SCENARIO: one fresh node, one dueq-bench run; prints "ops/s cpu-µs/op".
 measure() {
   local variant=$1 scenario=$2 dir
   dir=$work/$variant-$scenario-$RANDOM
   if [ "$variant" = on ]; then
-    node_pid=$(DUEQ_ADMIN=127.0.0.1:$admin_port "$root/tools/bench/dueq.sh" node "$dir" "$port" "$fsync")
-    scrape &
+    node_pid=$(DUEQ_ADMIN=127.0.0.1:$admin_port "${server_cpu[@]}" "$root/tools/bench/dueq.sh" node "$dir" "$port" "$fsync")
+    curl -fsS -o /dev/null "http://127.0.0.1:$admin_port/health" ||
+      { echo "admin-cost: the node does not serve admin on $admin_port" >&2; exit 1; }
+    "${client_cpu[@]}" bash -c "$(declare -f scrape); admin_port=$admin_port; scrape" &
     scraper_pid=$!
   else
-    node_pid=$(DUEQ_ADMIN= "$root/tools/bench/dueq.sh" node "$dir" "$port" "$fsync")
+    node_pid=$(DUEQ_ADMIN= "${server_cpu[@]}" "$root/tools/bench/dueq.sh" node "$dir" "$port" "$fsync")
   fi
-  local json
-  json=$("$bench" "$scenario" --addr "127.0.0.1:$port" -c "$conns" -d 1 --keys 100000 \
+  local json before after
+  before=$(cpu_ticks "$node_pid")
+  # 10,000 keys: refresh preloads them, and that preload's CPU is in the per-op figure.
+  json=$("${client_cpu[@]}" "$bench" "$scenario" --addr "127.0.0.1:$port" -c "$conns" -d 1 --keys 10000 \
            --warmup 1 --seconds "$seconds" --json -q)
+  after=$(cpu_ticks "$node_pid")
   stop_all
   rm -rf "$dir"
-  python3 -c 'import json,sys; print(json.load(sys.stdin)["throughput"])' <<<"$json"
+  python3 -c '
+import json, os, sys
+r = json.load(sys.stdin)["results"][0]
+cpu_s = (int(sys.argv[2]) - int(sys.argv[1])) / os.sysconf("SC_CLK_TCK")
+print(r["ops_per_s"], 1e6 * cpu_s / r["ops"])' "$before" "$after" <<<"$json"
 }
 
 declare -A results
@@ -64,9 +85,9 @@ for r in $(seq 1 "$rounds"); do
   [ $((r % 2)) -eq 0 ] && order=(on off)
   for scenario in put refresh; do
     for variant in "${order[@]}"; do
-      ops=$(measure "$variant" "$scenario")
-      results[$variant-$scenario]+="$ops "
-      printf 'round %d  %-7s admin %-3s  %10.0f /s\n' "$r" "$scenario" "$variant" "$ops" >&2
+      read -r ops cpu < <(measure "$variant" "$scenario")
+      results[$variant-$scenario]+="$ops:$cpu "
+      printf 'round %d  %-7s admin %-3s  %10.0f /s  %6.2f µs CPU/op\n' "$r" "$scenario" "$variant" "$ops" "$cpu" >&2
     done
   done
 done
@@ -75,16 +96,22 @@ python3 - "$fsync" "$rounds" "$seconds" "$conns" "${OUT:-}" \
   "${results[off-put]}" "${results[on-put]}" "${results[off-refresh]}" "${results[on-refresh]}" <<'PY'
 import json, statistics, sys
 fsync, rounds, seconds, conns, out = sys.argv[1:6]
-runs = [list(map(float, a.split())) for a in sys.argv[6:10]]
+runs = [[tuple(map(float, x.split(":"))) for x in a.split()] for a in sys.argv[6:10]]
 summary = {"fsync": fsync, "rounds": int(rounds), "seconds": float(seconds),
            "connections": int(conns), "scenarios": {}}
 print(f"\nadmin listener on and scraped every second vs off; one node, fsync {fsync}, "
-      f"{conns} connections, depth 1, {rounds} rounds of {seconds} s")
-print(f"{'scenario':<10}{'off (median)':>14}{'on (median)':>14}{'on / off':>10}")
+      f"{conns} connections, depth 1, {rounds} rounds of {seconds} s; "
+      "medians of the per-round on/off ratios")
+print(f"{'scenario':<10}{'off ops/s':>12}{'on ops/s':>12}{'ops on/off':>12}"
+      f"{'off µs CPU/op':>15}{'on µs CPU/op':>14}{'CPU on/off':>12}")
 for name, off, on in (("put", runs[0], runs[1]), ("refresh", runs[2], runs[3])):
-    m_off, m_on = statistics.median(off), statistics.median(on)
-    summary["scenarios"][name] = {"off": off, "on": on, "ratio": m_on / m_off}
-    print(f"{name:<10}{m_off:>14,.0f}{m_on:>14,.0f}{m_on / m_off:>10.3f}")
+    ops_ratio = statistics.median(b[0] / a[0] for a, b in zip(off, on))
+    cpu_ratio = statistics.median(b[1] / a[1] for a, b in zip(off, on))
+    med = lambda xs, i: statistics.median(x[i] for x in xs)
+    summary["scenarios"][name] = {"off": off, "on": on, "ops_ratio": ops_ratio,
+                                  "cpu_per_op_ratio": cpu_ratio}
+    print(f"{name:<10}{med(off, 0):>12,.0f}{med(on, 0):>12,.0f}{ops_ratio:>12.3f}"
+          f"{med(off, 1):>15.2f}{med(on, 1):>14.2f}{cpu_ratio:>12.3f}")
 if out:
     with open(out, "w") as f:
         json.dump(summary, f, indent=1)
