@@ -74,7 +74,7 @@ measure() {
   rm -rf "$dir"
   python3 -c '
 import json, os, sys
-r = json.load(sys.stdin)["results"][0]
+r = json.load(sys.stdin)["results"][-1]  # refresh: its preload comes first
 cpu_s = (int(sys.argv[2]) - int(sys.argv[1])) / os.sysconf("SC_CLK_TCK")
 print(r["ops_per_s"], 1e6 * cpu_s / r["ops"])' "$before" "$after" <<<"$json"
 }
@@ -92,11 +92,29 @@ for r in $(seq 1 "$rounds"); do
   done
 done
 
-python3 - "$fsync" "$rounds" "$seconds" "$conns" "${OUT:-}" \
+# The cost of one scrape, directly: a node holding 100,000 tasks answers SCRAPES pairs of
+# /metrics and /status over one kept-alive connection; its CPU time over them, per pair.
+scrapes=${SCRAPES:-5000}
+dir=$work/per-scrape
+node_pid=$(DUEQ_ADMIN=127.0.0.1:$admin_port "${server_cpu[@]}" "$root/tools/bench/dueq.sh" node "$dir" "$port" "$fsync")
+"${client_cpu[@]}" "$bench" preload --addr "127.0.0.1:$port" --keys 100000 --spread-ms 3600000 -q >/dev/null
+urls=()
+for _ in $(seq 1 "$scrapes"); do
+  urls+=(-o /dev/null "http://127.0.0.1:$admin_port/metrics" -o /dev/null "http://127.0.0.1:$admin_port/status")
+done
+metrics_bytes=$(curl -fs "http://127.0.0.1:$admin_port/metrics" | wc -c)
+before=$(cpu_ticks "$node_pid")
+"${client_cpu[@]}" curl -fs "${urls[@]}"
+after=$(cpu_ticks "$node_pid")
+stop_all
+per_scrape_us=$(python3 -c 'import os,sys; print(1e6 * (int(sys.argv[2]) - int(sys.argv[1])) / os.sysconf("SC_CLK_TCK") / int(sys.argv[3]))' "$before" "$after" "$scrapes")
+
+python3 - "$per_scrape_us" "$metrics_bytes" "$fsync" "$rounds" "$seconds" "$conns" "${OUT:-}" \
   "${results[off-put]}" "${results[on-put]}" "${results[off-refresh]}" "${results[on-refresh]}" <<'PY'
 import json, statistics, sys
-fsync, rounds, seconds, conns, out = sys.argv[1:6]
-runs = [[tuple(map(float, x.split(":"))) for x in a.split()] for a in sys.argv[6:10]]
+per_scrape_us, metrics_bytes = float(sys.argv[1]), int(sys.argv[2])
+fsync, rounds, seconds, conns, out = sys.argv[3:8]
+runs = [[tuple(map(float, x.split(":"))) for x in a.split()] for a in sys.argv[8:12]]
 summary = {"fsync": fsync, "rounds": int(rounds), "seconds": float(seconds),
            "connections": int(conns), "scenarios": {}}
 print(f"\nadmin listener on and scraped every second vs off; one node, fsync {fsync}, "
@@ -112,6 +130,11 @@ for name, off, on in (("put", runs[0], runs[1]), ("refresh", runs[2], runs[3])):
                                   "cpu_per_op_ratio": cpu_ratio}
     print(f"{name:<10}{med(off, 0):>12,.0f}{med(on, 0):>12,.0f}{ops_ratio:>12.3f}"
           f"{med(off, 1):>15.2f}{med(on, 1):>14.2f}{cpu_ratio:>12.3f}")
+summary["per_scrape_us"] = per_scrape_us
+summary["metrics_bytes_100k_tasks"] = metrics_bytes
+print(f"\none scrape (/metrics of {metrics_bytes} bytes, and /status) of a node holding "
+      f"100,000 tasks: {per_scrape_us:.0f} µs of its CPU; once a second that is "
+      f"{per_scrape_us / 1e4:.3f}% of one core")
 if out:
     with open(out, "w") as f:
         json.dump(summary, f, indent=1)
