@@ -2,10 +2,14 @@
 # What the HTTP admin costs a node (docs/admin.md, docs/benchmarks.md): dueq-bench put and
 # refresh (take + ack) against one dueqd with the admin listener off, and with it on and
 # scraped once a second (/metrics and /status, as Prometheus and an open dashboard would).
-# Off and on alternate, the order flipping every round, so drift on a noisy machine hits
-# both. Two figures per scenario, each the median over rounds of on / off within a round:
-# throughput, and the node's CPU time per operation (from /proc, all of dueq-bench's run:
-# preload and warmup included, alike on both sides), which is steadier on a shared machine.
+# Three measurements:
+#  1. fresh nodes, off and on alternating (the order flipping every round): the median
+#     over rounds of on / off, for throughput and for the node's CPU time per operation
+#     (from /proc, over all of dueq-bench's run). Single runs scatter by ±10% here.
+#  2. one run per scenario, scraped and quiet windows alternating (admin_interleaved.py):
+#     the median of each scraped window against the quiet ones around it, which cancels
+#     the drift of a run. The steadiest of the three.
+#  3. one scrape's CPU time on a node holding 100,000 tasks.
 #
 #   tools/bench/admin-cost.sh                   5 rounds of 10 s per scenario, fsync never
 #   ROUNDS=3 SECONDS_EACH=5 FSYNC=always tools/bench/admin-cost.sh
@@ -19,7 +23,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$root/${BUILD_DIR:-build}
 bench=$build/tools/bench/dueq-bench
-rounds=${ROUNDS:-5}
+rounds=${ROUNDS:-6}
 seconds=${SECONDS_EACH:-10}
 fsync=${FSYNC:-never}
 port=${PORT:-7791}
@@ -92,6 +96,20 @@ for r in $(seq 1 "$rounds"); do
   done
 done
 
+# Scraped and quiet windows inside one run.
+interleaved=()
+for scenario in put refresh; do
+  dir=$work/interleaved-$scenario
+  node_pid=$(DUEQ_ADMIN=127.0.0.1:$admin_port "${server_cpu[@]}" "$root/tools/bench/dueq.sh" node "$dir" "$port" "$fsync")
+  interleaved+=("$(python3 "$root/tools/bench/admin_interleaved.py" --bench "$bench" \
+    --scenario "$scenario" --addr "127.0.0.1:$port" --admin "127.0.0.1:$admin_port" \
+    --windows "${WINDOWS:-20}" --window "${WINDOW_SECONDS:-5}" --connections "$conns" \
+    --client-cpu "${client_cpu[2]:-}")")
+  echo "interleaved $scenario: ${interleaved[-1]}" >&2
+  stop_all
+  rm -rf "$dir"
+done
+
 # The cost of one scrape, directly: a node holding 100,000 tasks answers SCRAPES pairs of
 # /metrics and /status over one kept-alive connection; its CPU time over them, per pair.
 scrapes=${SCRAPES:-5000}
@@ -109,12 +127,13 @@ after=$(cpu_ticks "$node_pid")
 stop_all
 per_scrape_us=$(python3 -c 'import os,sys; print(1e6 * (int(sys.argv[2]) - int(sys.argv[1])) / os.sysconf("SC_CLK_TCK") / int(sys.argv[3]))' "$before" "$after" "$scrapes")
 
-python3 - "$per_scrape_us" "$metrics_bytes" "$fsync" "$rounds" "$seconds" "$conns" "${OUT:-}" \
+python3 - "${interleaved[0]}" "${interleaved[1]}" "$per_scrape_us" "$metrics_bytes" "$fsync" "$rounds" "$seconds" "$conns" "${OUT:-}" \
   "${results[off-put]}" "${results[on-put]}" "${results[off-refresh]}" "${results[on-refresh]}" <<'PY'
 import json, statistics, sys
-per_scrape_us, metrics_bytes = float(sys.argv[1]), int(sys.argv[2])
-fsync, rounds, seconds, conns, out = sys.argv[3:8]
-runs = [[tuple(map(float, x.split(":"))) for x in a.split()] for a in sys.argv[8:12]]
+interleaved = [json.loads(sys.argv[1]), json.loads(sys.argv[2])]
+per_scrape_us, metrics_bytes = float(sys.argv[3]), int(sys.argv[4])
+fsync, rounds, seconds, conns, out = sys.argv[5:10]
+runs = [[tuple(map(float, x.split(":"))) for x in a.split()] for a in sys.argv[10:14]]
 summary = {"fsync": fsync, "rounds": int(rounds), "seconds": float(seconds),
            "connections": int(conns), "scenarios": {}}
 print(f"\nadmin listener on and scraped every second vs off; one node, fsync {fsync}, "
@@ -130,6 +149,12 @@ for name, off, on in (("put", runs[0], runs[1]), ("refresh", runs[2], runs[3])):
                                   "cpu_per_op_ratio": cpu_ratio}
     print(f"{name:<10}{med(off, 0):>12,.0f}{med(on, 0):>12,.0f}{ops_ratio:>12.3f}"
           f"{med(off, 1):>15.2f}{med(on, 1):>14.2f}{cpu_ratio:>12.3f}")
+summary["interleaved"] = interleaved
+print("\none run each, scraped windows against the quiet ones around them "
+      f"({interleaved[0]['window_s']:.0f} s windows):")
+for r in interleaved:
+    print(f"{r['scenario']:<10} scraped / quiet, median of {len(r['ratios'])}: "
+          f"{r['median_ratio']:.3f}  (each: {' '.join(f'{x:.3f}' for x in r['ratios'])})")
 summary["per_scrape_us"] = per_scrape_us
 summary["metrics_bytes_100k_tasks"] = metrics_bytes
 print(f"\none scrape (/metrics of {metrics_bytes} bytes, and /status) of a node holding "
