@@ -33,6 +33,10 @@ def main():
     ap.add_argument("--window", type=float, default=5.0, help="seconds per window")
     ap.add_argument("--connections", type=int, default=64)
     ap.add_argument("--client-cpu", default="", help="taskset -c list for dueq-bench")
+    ap.add_argument("--paths", default="/metrics,/status", help="what each scrape asks for")
+    ap.add_argument("--per-second", type=int, default=1,
+                    help="scrapes a second in scraped windows; more than 1 magnifies the cost "
+                         "(one curl on one kept-alive connection, on --client-cpu)")
     args = ap.parse_args()
 
     seconds = args.windows * args.window
@@ -47,8 +51,15 @@ def main():
 
     def scraper():
         while not done.is_set():
-            if scraping.is_set():
-                for path in ("/metrics", "/status"):
+            if scraping.is_set() and args.per_second > 1:
+                urls = []
+                for _ in range(args.per_second):
+                    for path in args.paths.split(","):
+                        urls += ["-o", "/dev/null", f"http://{args.admin}{path}"]
+                pin = ["taskset", "-c", args.client_cpu] if args.client_cpu else []
+                subprocess.run(pin + ["curl", "-fs"] + urls, check=False)
+            elif scraping.is_set():
+                for path in args.paths.split(","):
                     try:
                         urllib.request.urlopen(f"http://{args.admin}{path}", timeout=2).read()
                     except OSError as e:
@@ -98,7 +109,8 @@ def main():
     # Scraped windows are the odd ones; each against the quiet windows around it.
     ratios = [rate[w] / ((rate[w - 1] + rate[w + 1]) / 2)
               for w in range(1, args.windows - 1, 2)]
-    result = {"scenario": args.scenario, "window_s": args.window, "rates": rate,
+    result = {"scenario": args.scenario, "window_s": args.window,
+              "scrapes_per_second": args.per_second, "rates": rate,
               "ratios": ratios, "median_ratio": statistics.median(ratios)}
     print(json.dumps(result))
     return 0
