@@ -153,7 +153,8 @@ TEST_CASE("the admin HTTP server answers GET and HEAD, and refuses the rest with
                   .rfind("HTTP/1.1 400", 0) == 0);
         const std::string big = "GET / HTTP/1.1\r\nX: " + std::string(20'000, 'a') + "\r\n\r\n";
         CHECK(http_exchange(port, big).rfind("HTTP/1.1 400", 0) == 0);
-        CHECK(http_exchange(port, std::string("\x00\x01\x02 garbage\r\n\r\n", 17))
+        static constexpr char kGarbage[] = "\x00\x01\x02 garbage\r\n\r\n";
+        CHECK(http_exchange(port, std::string(kGarbage, sizeof kGarbage - 1))
                   .rfind("HTTP/1.1 400", 0) == 0);
         // The server still serves after all of that.
         CHECK(http_exchange(port, "GET /ok HTTP/1.1\r\nConnection: close\r\n\r\n").find("hello /ok") !=
