@@ -68,19 +68,19 @@ void http_get(asio::io_context& io, const std::string& address, const std::strin
                     if (ec) return g->fail("send", ec);
                     g->parser.emplace();
                     g->parser->body_limit(4u << 20);
-                    http::async_read(
-                        g->stream, g->buffer, *g->parser, [g](beast::error_code ec, std::size_t) {
-                            if (ec) return g->fail("read", ec);
-                            auto res = g->parser->release();
-                            HttpGetResult r;
-                            if (res.result_int() != 200) {
-                                r.error = "HTTP " + std::to_string(res.result_int());
-                            } else {
-                                r.ok = true;
-                                r.body = std::move(res.body());
-                            }
-                            g->finish(std::move(r));
-                        });
+                    http::async_read(g->stream, g->buffer, *g->parser,
+                                     [g](beast::error_code ec, std::size_t) {
+                                         if (ec) return g->fail("read", ec);
+                                         auto res = g->parser->release();
+                                         HttpGetResult r;
+                                         if (res.result_int() != 200) {
+                                             r.error = "HTTP " + std::to_string(res.result_int());
+                                         } else {
+                                             r.ok = true;
+                                             r.body = std::move(res.body());
+                                         }
+                                         g->finish(std::move(r));
+                                     });
                 });
             });
         });

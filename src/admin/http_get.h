@@ -15,9 +15,9 @@
 namespace dueq::admin {
 
 struct HttpGetResult {
-    bool ok = false;      // a 200 answer arrived in time
-    std::string body;     // when ok
-    std::string error;    // when not: what went wrong
+    bool ok = false;    // a 200 answer arrived in time
+    std::string body;   // when ok
+    std::string error;  // when not: what went wrong
 };
 
 // `address` is host:port. Answers over 4 MiB are refused.

@@ -1,8 +1,8 @@
 #include "admin/http_server.h"
 
+#include <spdlog/spdlog.h>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <spdlog/spdlog.h>
 
 #include <chrono>
 #include <list>
@@ -39,10 +39,9 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
         parser_.emplace();
         parser_->header_limit(kMaxHeaderBytes);
         stream_.expires_after(kRequestDeadline);
-        http::async_read(stream_, buffer_, *parser_,
-                         [self = shared_from_this()](beast::error_code ec, std::size_t) {
-                             self->on_read(ec);
-                         });
+        http::async_read(
+            stream_, buffer_, *parser_,
+            [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_read(ec); });
     }
     void close() {
         beast::error_code ignored;

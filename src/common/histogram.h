@@ -13,15 +13,15 @@ namespace dueq {
 class Histogram {
   public:
     // Upper bounds in seconds, from 50 µs to 10 s: fsyncs and requests on one scale.
-    static constexpr std::array<double, 16> kBounds{0.00005, 0.0001, 0.00025, 0.0005,
-                                                    0.001,   0.0025, 0.005,   0.01,
-                                                    0.025,   0.05,   0.1,     0.25,
+    static constexpr std::array<double, 16> kBounds{0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025,
+                                                    0.005,   0.01,   0.025,   0.05,   0.1,   0.25,
                                                     0.5,     1.0,    2.5,     10.0};
 
     void record_us(std::uint64_t us) {
         const double s = double(us) / 1e6;
         std::size_t i = 0;
-        while (i < kBounds.size() && s > kBounds[i]) ++i;
+        while (i < kBounds.size() && s > kBounds[i])
+            ++i;
         buckets_[i].fetch_add(1, std::memory_order_relaxed);  // [kBounds.size()]: +Inf only
         sum_us_.fetch_add(us, std::memory_order_relaxed);
     }

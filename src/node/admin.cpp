@@ -2,8 +2,8 @@
 // /metrics (metrics_text.cpp) and the dashboard at /. Everything here runs on the event
 // loop and reads state the loop owns, so a request costs the loop its handling time and
 // nothing while idle.
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 #include "admin/dashboard.h"
 #include "admin/http_get.h"
@@ -92,10 +92,9 @@ std::string Node::unhealthy_reason() const {
     }
     if (!heard_within(raft.leader())) {
         const auto* seen = raft_io_->peer_seen(raft.leader());
-        const std::string since =
-            seen && seen->last_heard_ms >= 0
-                ? std::to_string(now - seen->last_heard_ms) + " ms"
-                : "ever";
+        const std::string since = seen && seen->last_heard_ms >= 0
+                                      ? std::to_string(now - seen->last_heard_ms) + " ms"
+                                      : "ever";
         return "nothing from leader " + member_name(config_, raft.leader()) + " for " + since +
                note;
     }
@@ -130,7 +129,8 @@ std::string Node::status_json() const {
             pj["lag"] = p.lag;
         }
         const auto* seen = raft_io_->peer_seen(raft_id_of(config_, p.id));
-        if (seen && seen->last_heard_ms >= 0) pj["last_heard_ms_ago"] = now_ms() - seen->last_heard_ms;
+        if (seen && seen->last_heard_ms >= 0)
+            pj["last_heard_ms_ago"] = now_ms() - seen->last_heard_ms;
         if (seen && seen->rtt_us >= 0) pj["rtt_ms"] = double(seen->rtt_us) / 1000.0;
         peers.push_back(std::move(pj));
     }
@@ -161,15 +161,19 @@ std::string Node::status_json() const {
             it != metrics_.queue_acks.end() && it->second.size() > 1) {
             const auto& [t0, a0] = it->second.front();
             const auto& [t1, a1] = it->second.back();
-            if (t1 > t0 && a1 >= a0) q["acks_per_second"] = double(a1 - a0) * 1000.0 / double(t1 - t0);
+            if (t1 > t0 && a1 >= a0)
+                q["acks_per_second"] = double(a1 - a0) * 1000.0 / double(t1 - t0);
         }
         queues.push_back(std::move(q));
     }
     j["queues"] = std::move(queues);
     json changes = json::array();
     for (const auto& c : metrics_.recent_changes)
-        changes.push_back(
-            {{"at_ms", c.at_ms}, {"term", c.term}, {"from", c.from}, {"to", c.to}, {"reason", c.reason}});
+        changes.push_back({{"at_ms", c.at_ms},
+                           {"term", c.term},
+                           {"from", c.from},
+                           {"to", c.to},
+                           {"reason", c.reason}});
     j["leader_changes"] = std::move(changes);
     json history = json::array();
     for (const auto& h : metrics_.history)
@@ -200,8 +204,7 @@ void Node::cluster_json(admin::HttpServer::Respond respond) {
         g->members.push_back({{"id", members[i].id}, {"admin", members[i].admin}});
     auto finish = [g, self = config_.node_id] {
         if (--g->waiting > 0) return;
-        g->respond(
-            json_response(200, json{{"self", self}, {"members", g->members}}.dump() + "\n"));
+        g->respond(json_response(200, json{{"self", self}, {"members", g->members}}.dump() + "\n"));
     };
     g->waiting = members.size() + 1;  // +1: released below, after every request is out
     for (std::size_t i = 0; i < members.size(); ++i) {
@@ -268,8 +271,7 @@ void Node::observe_raft() {
     }
     if (metrics_.seen_leader == raft::kNoNode && metrics_.leaderless_since == 0)
         metrics_.leaderless_since = now;  // no leader since start
-    if (metrics_.history.empty() ||
-        now - metrics_.history.back().at_ms >= NodeMetrics::kSampleMs) {
+    if (metrics_.history.empty() || now - metrics_.history.back().at_ms >= NodeMetrics::kSampleMs) {
         NodeMetrics::Sample s{now, 0, 0, 0};
         const queue::Store& store = shell_->store();
         for (const auto& name : store.queue_names()) {

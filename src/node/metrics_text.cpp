@@ -11,8 +11,9 @@ std::string Node::metrics_text() const {
     const raft::Raft& raft = shell_->raft();
     using U = std::uint64_t;
 
-    m.family("dueq_requests_total", "counter",
-             "Client requests answered, by op and result code (invalid: the frame did not decode).");
+    m.family(
+        "dueq_requests_total", "counter",
+        "Client requests answered, by op and result code (invalid: the frame did not decode).");
     const auto& rq = metrics_.requests;
     for (std::size_t op = 0; op < RequestMeter::kOps; ++op)
         for (std::size_t code = 0; code < RequestMeter::kCodes; ++code)
@@ -21,8 +22,9 @@ std::string Node::metrics_text() const {
                          {{"op", RequestMeter::op_name(op)},
                           {"code", std::string(wire::code_name(wire::Code(code)))}},
                          n);
-    m.family("dueq_request_duration_seconds", "histogram",
-             "Time from a request's frame to its answer, by op; blocking takes include their wait.");
+    m.family(
+        "dueq_request_duration_seconds", "histogram",
+        "Time from a request's frame to its answer, by op; blocking takes include their wait.");
     for (std::size_t op = 0; op < RequestMeter::kOps; ++op)
         if (rq.latency(op).count() > 0)
             m.histogram("dueq_request_duration_seconds", {{"op", RequestMeter::op_name(op)}},
@@ -114,7 +116,8 @@ std::string Node::metrics_text() const {
     m.sample("dueq_sessions", U(writes_->sessions().size()));
     m.family("dueq_client_connections", "gauge", "Open client connections.");
     m.sample("dueq_client_connections", U(server_ ? server_->connections() : 0));
-    m.family("dueq_snapshot_sends_total", "counter", "Snapshots streamed to a follower to the end.");
+    m.family("dueq_snapshot_sends_total", "counter",
+             "Snapshots streamed to a follower to the end.");
     m.sample("dueq_snapshot_sends_total", raft_io_->snapshots_sent());
     m.family("dueq_snapshot_installs_total", "counter", "Snapshots from the leader installed.");
     m.sample("dueq_snapshot_installs_total", shell_->snapshots_installed());

@@ -185,8 +185,7 @@ void Node::handle(const ConnPtr& conn, std::uint64_t id, net::Write& write, net:
     auto reply = std::make_shared<ConnReply>(conn, id, *this, RequestMeter::slot(op), started);
     if (auto* take = std::get_if<queue::Take>(&write.command)) take->session = conn->session;
     if (autonomy_->serving()) {
-        if (autonomy_->submit(std::move(write.command), write.wait_ms, std::move(reply),
-                              now_ms()))
+        if (autonomy_->submit(std::move(write.command), write.wait_ms, std::move(reply), now_ms()))
             arm_timer();
         return;
     }

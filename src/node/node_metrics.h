@@ -52,8 +52,8 @@ struct LeaderChange {
 
 struct NodeMetrics {
     RequestMeter requests;
-    std::uint64_t leader_changes = 0;     // this node saw its leader change (to none included)
-    std::uint64_t elections_started = 0;  // terms this node began as a candidate
+    std::uint64_t leader_changes = 0;         // this node saw its leader change (to none included)
+    std::uint64_t elections_started = 0;      // terms this node began as a candidate
     std::deque<LeaderChange> recent_changes;  // the latest kKeptChanges, oldest first
     static constexpr std::size_t kKeptChanges = 20;
 

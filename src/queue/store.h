@@ -50,11 +50,11 @@ struct QueueStats {
 // Not persisted and not part of the replicated state.
 struct QueueCounters {
     std::uint64_t puts = 0;
-    std::uint64_t takes = 0;        // tasks handed out under a lease
-    std::uint64_t late_takes = 0;   // of them, tasks already late when taken
+    std::uint64_t takes = 0;       // tasks handed out under a lease
+    std::uint64_t late_takes = 0;  // of them, tasks already late when taken
     std::uint64_t acks = 0;
     std::uint64_t lease_expiries = 0;
-    std::uint64_t buries = 0;       // by bury, or by running out of attempts
+    std::uint64_t buries = 0;  // by bury, or by running out of attempts
 };
 
 // A Declare of this queue sets the defaults of every queue (clients cannot name it: a

@@ -69,9 +69,9 @@ void Writer::record(const Database::Written& w, std::chrono::steady_clock::durat
     }
     spdlog::warn("slow fsync: a write of {} bytes took {} ms (threshold {} ms){}", w.bytes,
                  us / 1000, slow_ms,
-                 slow_unlogged_ ? fmt::format("; {} more slow since the last such line",
-                                              slow_unlogged_)
-                                : std::string());
+                 slow_unlogged_
+                     ? fmt::format("; {} more slow since the last such line", slow_unlogged_)
+                     : std::string());
     slow_logged_ = now;
     slow_unlogged_ = 0;
 }

@@ -71,7 +71,7 @@ class Writer {
     WriteMetrics metrics_;
     std::atomic<std::uint32_t> slow_sync_ms_{0};
     std::chrono::steady_clock::time_point slow_logged_{};  // storage thread only
-    std::uint64_t slow_unlogged_ = 0;                     // slow syncs not logged since
+    std::uint64_t slow_unlogged_ = 0;                      // slow syncs not logged since
     std::thread thread_;
 };
 

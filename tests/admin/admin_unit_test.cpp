@@ -1,7 +1,7 @@
 // The pieces of the HTTP admin without a node: the Prometheus writer, the histogram, the
 // JSON log line, and the HTTP server against well-formed and hostile clients.
-#include <catch2/catch.hpp>
 #include <spdlog/details/log_msg.h>
+#include <catch2/catch.hpp>
 
 #include <chrono>
 #include <future>
@@ -57,8 +57,7 @@ TEST_CASE("the Prometheus writer escapes label values and writes histograms whol
 
 TEST_CASE("a JSON log line escapes the message and names the node") {
     auto f = dueq::node::json_log_formatter("n\"1");
-    spdlog::details::log_msg msg("dueqd", spdlog::level::warn,
-                                 "peer \"x\" said \\ and\nthen \x01");
+    spdlog::details::log_msg msg("dueqd", spdlog::level::warn, "peer \"x\" said \\ and\nthen \x01");
     spdlog::memory_buf_t out;
     f->format(msg, out);
     const std::string line(out.data(), out.size());
@@ -109,7 +108,9 @@ std::string http_exchange(std::uint16_t port, const std::string& bytes, bool shu
     s.connect({asio::ip::make_address("127.0.0.1"), port});
     asio::write(s, asio::buffer(bytes));
     if (shut_write) s.shutdown(tcp::socket::shutdown_send);
-    struct timeval tv{3, 0};
+    struct timeval tv {
+        3, 0
+    };
     ::setsockopt(s.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     std::string out;
     char buf[4096];
@@ -129,23 +130,26 @@ TEST_CASE("the admin HTTP server answers GET and HEAD, and refuses the rest with
     const auto port = f.server->port();
 
     SECTION("a GET, and two requests on one kept-alive connection") {
-        const auto one = http_exchange(port, "GET /status?x=1 HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n");
+        const auto one =
+            http_exchange(port, "GET /status?x=1 HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n");
         CHECK(one.rfind("HTTP/1.1 200", 0) == 0);
         CHECK(one.find("hello /status\n") != std::string::npos);
         const auto two = http_exchange(port,
-                                  "GET /a HTTP/1.1\r\nHost: a\r\n\r\n"
-                                  "GET /b HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n");
+                                       "GET /a HTTP/1.1\r\nHost: a\r\n\r\n"
+                                       "GET /b HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n");
         CHECK(two.find("hello /a\n") != std::string::npos);
         CHECK(two.find("hello /b\n") != std::string::npos);
     }
     SECTION("HEAD gets the headers and no body") {
-        const auto r = http_exchange(port, "HEAD /x HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n");
+        const auto r =
+            http_exchange(port, "HEAD /x HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n");
         CHECK(r.rfind("HTTP/1.1 200", 0) == 0);
         CHECK(r.find("Content-Length: 9") != std::string::npos);
         CHECK(r.find("hello") == std::string::npos);
     }
     SECTION("another method is 405") {
-        const auto r = http_exchange(port, "DELETE /x HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n");
+        const auto r =
+            http_exchange(port, "DELETE /x HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n");
         CHECK(r.rfind("HTTP/1.1 405", 0) == 0);
     }
     SECTION("a body, oversized headers or garbage get 400 and a closed connection") {
@@ -157,8 +161,8 @@ TEST_CASE("the admin HTTP server answers GET and HEAD, and refuses the rest with
         CHECK(http_exchange(port, std::string(kGarbage, sizeof kGarbage - 1))
                   .rfind("HTTP/1.1 400", 0) == 0);
         // The server still serves after all of that.
-        CHECK(http_exchange(port, "GET /ok HTTP/1.1\r\nConnection: close\r\n\r\n").find("hello /ok") !=
-              std::string::npos);
+        CHECK(http_exchange(port, "GET /ok HTTP/1.1\r\nConnection: close\r\n\r\n")
+                  .find("hello /ok") != std::string::npos);
     }
     SECTION("a client that hangs up mid-request leaves nothing behind") {
         http_exchange(port, "GET /x HTTP/1.1\r\nHo", true);

@@ -48,8 +48,7 @@ TEST_CASE("bad configs are refused naming the key") {
     CHECK(error_of("[sessions]\ngrace_ms = -1\n").find("grace_ms") != std::string::npos);
     CHECK(error_of("[storage]\nstate_write_entries = 0\n").find("state_write_entries") !=
           std::string::npos);
-    CHECK(error_of("[storage]\nstate_write_ms = -5\n").find("state_write_ms") !=
-          std::string::npos);
+    CHECK(error_of("[storage]\nstate_write_ms = -5\n").find("state_write_ms") != std::string::npos);
     CHECK(error_of("[queues.q]\nlate_share = 2.0\n").find("late_share") != std::string::npos);
     CHECK(error_of("[queues.q]\nttr_ms = \"1s\"\n").find("ttr_ms must be an integer") !=
           std::string::npos);
@@ -65,8 +64,8 @@ TEST_CASE("[node] dial overrides where this node dials a member, and is checked"
         "  { id = \"n1\", peer = \"127.0.0.1:7801\", client = \"127.0.0.1:7701\" },\n"
         "  { id = \"n2\", peer = \"127.0.0.1:7802\", client = \"127.0.0.1:7702\" },\n"
         "]\n";
-    auto c = parse_config("[node]\nid = \"n1\"\ndial = { n2 = \"127.0.0.1:17812\" }\n" + cluster,
-                          "t");
+    auto c =
+        parse_config("[node]\nid = \"n1\"\ndial = { n2 = \"127.0.0.1:17812\" }\n" + cluster, "t");
     CHECK(c.dial.at("n2") == "127.0.0.1:17812");
     // The override is node-local: the membership fingerprint ignores it.
     auto plain = parse_config("[node]\nid = \"n1\"\n" + cluster, "t");
@@ -76,8 +75,9 @@ TEST_CASE("[node] dial overrides where this node dials a member, and is checked"
               .find("'n9' is not one of [cluster] members") != std::string::npos);
     CHECK(error_of("[node]\nid = \"n1\"\ndial = { n1 = \"127.0.0.1:1\" }\n" + cluster)
               .find("does not dial itself") != std::string::npos);
-    CHECK(error_of("[node]\nid = \"n1\"\ndial = { n2 = \"nowhere\" }\n" + cluster)
-              .find("dial.n2") != std::string::npos);
+    CHECK(
+        error_of("[node]\nid = \"n1\"\ndial = { n2 = \"nowhere\" }\n" + cluster).find("dial.n2") !=
+        std::string::npos);
     CHECK(error_of("[node]\nid = \"n1\"\ndial = { n2 = 5 }\n" + cluster).find("dial.n2") !=
           std::string::npos);
 }
@@ -97,15 +97,15 @@ TEST_CASE("[raft] autonomy_after_ms defaults to three election timeouts; 0 turns
 TEST_CASE("[raft] proposal_timeout_ms defaults to three election timeouts") {
     CHECK(parse_config("[raft]\nelection_timeout_ms = 500\n", "t").raft.proposal_timeout_ms ==
           1500);
-    CHECK(parse_config("[raft]\nproposal_timeout_ms = 250\n", "t").raft.proposal_timeout_ms ==
-          250);
+    CHECK(parse_config("[raft]\nproposal_timeout_ms = 250\n", "t").raft.proposal_timeout_ms == 250);
     CHECK(error_of("[raft]\nproposal_timeout_ms = -1\n").find("proposal_timeout_ms") !=
           std::string::npos);
 }
 
 TEST_CASE("[cluster] secret_file is read relative to the config file, and checked") {
     namespace fs = std::filesystem;
-    const fs::path dir = fs::temp_directory_path() / ("dueq-config-secret-" + std::to_string(::getpid()));
+    const fs::path dir =
+        fs::temp_directory_path() / ("dueq-config-secret-" + std::to_string(::getpid()));
     fs::create_directories(dir);
     auto write = [&](const std::string& name, const std::string& text) {
         std::ofstream(dir / name) << text;
@@ -117,8 +117,7 @@ TEST_CASE("[cluster] secret_file is read relative to the config file, and checke
     CHECK(c.cluster_secret == "0123456789abcdef-secret");  // the newline is not part of it
     write("short", "tooshort\n");
     const auto short_config = write("short.toml", "[cluster]\nsecret_file = \"short\"\n");
-    CHECK_THROWS_WITH(dueq::node::load_config_file(short_config),
-                      Catch::Contains("at least 16"));
+    CHECK_THROWS_WITH(dueq::node::load_config_file(short_config), Catch::Contains("at least 16"));
     const auto missing = write("missing.toml", "[cluster]\nsecret_file = \"nope\"\n");
     CHECK_THROWS_WITH(dueq::node::load_config_file(missing), Catch::Contains("cannot read"));
     fs::remove_all(dir);
