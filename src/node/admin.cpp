@@ -20,12 +20,6 @@ admin::HttpResponse json_response(unsigned status, const std::string& body) {
     return {status, "application/json", body};
 }
 
-std::string member_name(const Config& c, raft::NodeId id) {
-    if (id == raft::kNoNode) return {};
-    if (c.members.empty()) return c.node_id;
-    return id <= c.members.size() ? c.members[id - 1].id : std::to_string(id);
-}
-
 }  // namespace
 
 std::optional<std::string> Node::start_admin() {
@@ -56,7 +50,7 @@ void Node::on_admin_request(const admin::HttpRequest& req, admin::HttpServer::Re
         if (!loading_) body["mode"] = to_string(autonomy_->mode());
         return respond(json_response(reason.empty() ? 200 : 503, body.dump() + "\n"));
     }
-    if (p == "/status") return respond(json_response(200, status_json()));
+    if (p == "/status") return respond(json_response(200, status_object().dump() + "\n"));
     if (p == "/cluster") return cluster_json(std::move(respond));
     if (p == "/metrics") return respond({200, admin::PromText::kContentType, metrics_text()});
     if (p == "/" || p == "/index.html")
@@ -95,13 +89,12 @@ std::string Node::unhealthy_reason() const {
         const std::string since = seen && seen->last_heard_ms >= 0
                                       ? std::to_string(now - seen->last_heard_ms) + " ms"
                                       : "ever";
-        return "nothing from leader " + member_name(config_, raft.leader()) + " for " + since +
-               note;
+        return "nothing from leader " + member_id(config_, raft.leader()) + " for " + since + note;
     }
     return {};
 }
 
-std::string Node::status_json() const {
+json Node::status_object() const {
     const StatusInfo s = status_info();
     json j{{"node_id", s.node_id},
            {"role", s.role},
@@ -185,7 +178,7 @@ std::string Node::status_json() const {
     for (const auto& m : config_.members)
         members.push_back({{"id", m.id}, {"client", m.client}, {"admin", m.admin}});
     j["members"] = std::move(members);
-    return j.dump() + "\n";
+    return j;
 }
 
 void Node::cluster_json(admin::HttpServer::Respond respond) {
@@ -210,7 +203,7 @@ void Node::cluster_json(admin::HttpServer::Respond respond) {
     for (std::size_t i = 0; i < members.size(); ++i) {
         json& slot = g->members[i];
         if (members[i].id == config_.node_id) {
-            slot["status"] = json::parse(status_json());
+            slot["status"] = status_object();
             finish();
         } else if (members[i].admin.empty()) {
             slot["error"] = "no admin address in [cluster] members";
@@ -246,8 +239,8 @@ void Node::observe_raft() {
         metrics_.seen_term = raft.term();
     }
     if (raft.leader() != metrics_.seen_leader) {
-        LeaderChange c{now, raft.term(), member_name(config_, metrics_.seen_leader),
-                       member_name(config_, raft.leader()), ""};
+        LeaderChange c{now, raft.term(), member_id(config_, metrics_.seen_leader),
+                       member_id(config_, raft.leader()), ""};
         if (raft.leader() == raft_id_) {
             c.reason = "this node won the election";
         } else if (raft.leader() != raft::kNoNode) {

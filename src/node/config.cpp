@@ -200,6 +200,12 @@ std::uint64_t raft_id_of(const Config& c, const std::string& node_id) {
     return 0;
 }
 
+std::string member_id(const Config& c, std::uint64_t raft_id) {
+    if (raft_id == 0) return {};
+    if (c.members.empty()) return c.node_id;
+    return raft_id <= c.members.size() ? c.members[raft_id - 1].id : std::to_string(raft_id);
+}
+
 std::uint64_t membership_fingerprint(const Config& c) {
     // FNV-1a over the fields, with separators: stable across builds and machines.
     std::uint64_t h = 1469598103934665603ULL;

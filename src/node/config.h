@@ -80,6 +80,9 @@ struct Config {
 
 // The position of node_id in members, 1-based (0: not a member or standalone).
 std::uint64_t raft_id_of(const Config& c, const std::string& node_id);
+// The other way: the id of the member at Raft id `raft_id` ("" for 0; a standalone node's
+// own id for 1).
+std::string member_id(const Config& c, std::uint64_t raft_id);
 // A hash of the cluster id and the member list: nodes whose lists differ refuse each other.
 std::uint64_t membership_fingerprint(const Config& c);
 

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include <boost/asio.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include <cstdint>
 #include <memory>
@@ -101,7 +102,7 @@ class Node {
     void on_admin_request(const admin::HttpRequest& req, admin::HttpServer::Respond respond);
     // Empty when healthy, else why not.
     std::string unhealthy_reason() const;
-    std::string status_json() const;
+    nlohmann::json status_object() const;  // what /status answers
     void cluster_json(admin::HttpServer::Respond respond);
     std::string metrics_text() const;
     // Called on every tick: leader changes, elections, the ack history.

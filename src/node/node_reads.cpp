@@ -48,9 +48,7 @@ StatusInfo Node::status_info() const {
                                                         : "standalone";
     s.term = raft.term();
     s.leader = leader_client_address();
-    if (raft.leader() != raft::kNoNode)
-        s.leader_id =
-            config_.members.empty() ? config_.node_id : config_.members[raft.leader() - 1].id;
+    s.leader_id = member_id(config_, raft.leader());
     s.commit_index = raft.log().committed();
     s.last_index = raft.log().last_index();
     s.applied_index = applied_index();

@@ -50,6 +50,7 @@ RaftIo::RaftIo(asio::io_context& io, const Config& config, std::uint64_t raft_id
                storage::Database& db, Clock clock)
     : io_(io), config_(config), raft_id_(raft_id), db_(db), clock_(std::move(clock)) {
     transfer_.set_max_stream_bytes(config_.raft.max_snapshot_mib << 20);
+    seen_.resize(config_.members.size() + 1);
 }
 
 RaftIo::~RaftIo() {

@@ -16,10 +16,10 @@
 #include <boost/asio.hpp>
 
 #include <chrono>
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "net/log_limiter.h"
 #include "net/peer_mesh.h"
@@ -63,8 +63,7 @@ class RaftIo final : public shell::Storage, public shell::Transport, public Over
         std::chrono::steady_clock::time_point heartbeat_sent{};  // {}: none outstanding
     };
     const PeerSeen* peer_seen(std::uint64_t peer) const {
-        auto it = seen_.find(peer);
-        return it == seen_.end() ? nullptr : &it->second;
+        return peer < seen_.size() ? &seen_[peer] : nullptr;
     }
     std::uint64_t snapshots_sent() const { return transfer_.sent(); }
     const storage::WriteMetrics* write_metrics() const {
@@ -104,7 +103,8 @@ class RaftIo final : public shell::Storage, public shell::Transport, public Over
     SnapshotTransfer transfer_;
     std::shared_ptr<const storage::Checkpoint> checkpoint_;
     std::uint64_t dropped_ = 0;
-    std::map<std::uint64_t, PeerSeen> seen_;
+    // By Raft id (slot 0 unused): every peer frame writes here, so no lookup by key.
+    std::vector<PeerSeen> seen_;
     net::LogLimiter drop_log_{std::chrono::seconds(10)};
     bool stopped_ = false;
     // Alive as long as this object: posted completions check it before touching `this`.

@@ -31,11 +31,6 @@ std::uint64_t Writer::submit(Job job) {
     return ticket;
 }
 
-std::uint64_t Writer::batches() const {
-    std::lock_guard lock(mu_);
-    return batches_;
-}
-
 void Writer::run() {
     std::vector<Job> jobs;
     std::uint64_t last_ticket = 0;
@@ -55,7 +50,6 @@ void Writer::run() {
 
 void Writer::record(const Database::Written& w, std::chrono::steady_clock::duration took) {
     metrics_.bytes.fetch_add(w.bytes, std::memory_order_relaxed);
-    metrics_.batches.fetch_add(1, std::memory_order_relaxed);
     if (!w.synced) return;
     const auto us = std::chrono::duration_cast<std::chrono::microseconds>(took).count();
     metrics_.synced_write.record_us(std::uint64_t(us));
@@ -89,10 +83,7 @@ bool Writer::carry_out(std::vector<Job>& jobs) {
         logs.clear();
         applied.clear();
         overlay.clear();
-        {
-            std::lock_guard lock(mu_);
-            ++batches_;
-        }
+        metrics_.batches.fetch_add(1, std::memory_order_relaxed);
         if (!st.ok) on_error_(st.message);
         return st.ok;
     };

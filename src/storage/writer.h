@@ -37,7 +37,7 @@ using Job = std::variant<LogWrite, AppliedState, SnapshotInstall, CheckpointRequ
 struct WriteMetrics {
     Histogram synced_write;  // batches written with an fsync: the whole write, fsync included
     std::atomic<std::uint64_t> bytes{0};    // batch bytes handed to RocksDB
-    std::atomic<std::uint64_t> batches{0};  // batches written, synced or not
+    std::atomic<std::uint64_t> batches{0};  // batches handed to RocksDB, synced or not
 };
 
 class Writer {
@@ -49,7 +49,7 @@ class Writer {
     // Queues a job; returns its ticket (1, 2, 3, ... in submission order).
     std::uint64_t submit(Job job);
     // Number of write batches so far; for metrics and tests.
-    std::uint64_t batches() const;
+    std::uint64_t batches() const { return metrics_.batches.load(std::memory_order_relaxed); }
     const WriteMetrics& metrics() const { return metrics_; }
     // A synced write slower than this is logged (at most once a second); 0: never.
     void set_slow_sync_ms(std::uint32_t ms) { slow_sync_ms_ = ms; }
@@ -62,12 +62,11 @@ class Writer {
     Database& db_;
     std::function<void(std::uint64_t)> on_written_;
     std::function<void(const std::string&)> on_error_;
-    mutable std::mutex mu_;  // guards pending_, next_ticket_, stop_, batches_
+    mutable std::mutex mu_;  // guards pending_, next_ticket_, stop_
     std::condition_variable cv_;
     std::vector<Job> pending_;
     std::uint64_t next_ticket_ = 0;  // ticket of the last job submitted
     bool stop_ = false;
-    std::uint64_t batches_ = 0;
     WriteMetrics metrics_;
     std::atomic<std::uint32_t> slow_sync_ms_{0};
     std::chrono::steady_clock::time_point slow_logged_{};  // storage thread only
