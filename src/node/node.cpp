@@ -184,12 +184,15 @@ void Node::handle(const ConnPtr& conn, std::uint64_t id, net::Write& write, net:
                   RequestMeter::Clock::time_point started) {
     auto reply = std::make_shared<ConnReply>(conn, id, *this, RequestMeter::slot(op), started);
     if (auto* take = std::get_if<queue::Take>(&write.command)) take->session = conn->session;
+    // The node's clock counts whole milliseconds, so a deadline of now + wait could pass up
+    // to 1 ms before the wait has: one more keeps a blocking take from answering early.
+    const std::int64_t wait_ms = write.wait_ms > 0 ? write.wait_ms + 1 : 0;
     if (autonomy_->serving()) {
-        if (autonomy_->submit(std::move(write.command), write.wait_ms, std::move(reply), now_ms()))
+        if (autonomy_->submit(std::move(write.command), wait_ms, std::move(reply), now_ms()))
             arm_timer();
         return;
     }
-    if (writes_->submit(std::move(write.command), write.wait_ms, std::move(reply), now_ms()))
+    if (writes_->submit(std::move(write.command), wait_ms, std::move(reply), now_ms()))
         arm_timer();  // a parked take has a deadline
 }
 
