@@ -2,7 +2,9 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cassert>
+#include <cstring>
 
 namespace dueq::queue::detail {
 
@@ -36,44 +38,60 @@ std::uint64_t TaskTable::hash(std::uint16_t queue_id, std::string_view key) {
     return mix(h ^ w ^ 0xa0761d6478bd642fULL);
 }
 
-std::size_t TaskTable::home_of(std::uint64_t h) const {
+std::size_t TaskTable::home_of(std::uint64_t h, std::size_t slots) {
     // Multiply-shift range reduction instead of a power-of-two mask, so the table can grow
     // by 1.5x and stay between 58% and 87% full (8-14 bytes per task).
     __extension__ using u128 = unsigned __int128;
-    return static_cast<std::size_t>((u128{h} * slots_.size()) >> 64);
+    return static_cast<std::size_t>((u128{h} * slots) >> 64);
 }
 
-Task* TaskTable::find(std::uint16_t queue_id, std::string_view key) const {
-    const std::uint64_t h = hash(queue_id, key);
+Task* TaskTable::find_in(const std::vector<std::uint64_t>& slots, std::uint16_t queue_id,
+                         std::string_view key, std::uint64_t h) {
     const std::uint64_t tag = h << kTagShift;
-    for (std::size_t i = home_of(h);; i = next(i)) {
-        const std::uint64_t v = slots_[i];
+    const std::size_t n = slots.size();
+    for (std::size_t i = home_of(h, n);; i = next(i, n)) {
+        const std::uint64_t v = slots[i];
         if (v == 0) return nullptr;
-        if ((v & ~kPointerBits) != tag) continue;
+        if ((v & ~kPointerBits) != tag || v == kMoved) continue;
         Task* t = task_of(v);
         if (t->queue_id == queue_id && t->key() == key) return t;
     }
 }
 
-std::size_t TaskTable::find_slot(const Task* t) const {
-    for (std::size_t i = home_of(hash(t->queue_id, t->key()));; i = next(i)) {
+Task* TaskTable::find(std::uint16_t queue_id, std::string_view key) const {
+    const std::uint64_t h = hash(queue_id, key);
+    Task* t = find_in(slots_, queue_id, key, h);
+    if (t == nullptr && !moving_.empty()) t = find_in(moving_, queue_id, key, h);
+    return t;
+}
+
+std::size_t TaskTable::find_slot(const Task* t, std::size_t* in_moving) const {
+    const std::uint64_t h = hash(t->queue_id, t->key());
+    for (std::size_t i = home_of(h, slots_.size()); slots_[i] != 0; i = next(i, slots_.size()))
         if (task_of(slots_[i]) == t) return i;
-        assert(slots_[i] != 0);
+    assert(!moving_.empty());
+    for (std::size_t i = home_of(h, moving_.size());; i = next(i, moving_.size())) {
+        assert(moving_[i] != 0);
+        if (moving_[i] != kMoved && task_of(moving_[i]) == t) {
+            *in_moving = i;
+            return slots_.size();
+        }
     }
 }
 
 void TaskTable::place(std::uint64_t v, std::uint64_t h) {
-    std::size_t i = home_of(h);
+    std::size_t i = home_of(h, slots_.size());
     while (slots_[i] != 0)
-        i = next(i);
+        i = next(i, slots_.size());
     slots_[i] = v;
 }
 
 void TaskTable::insert(Task* t) {
     assert((reinterpret_cast<std::uintptr_t>(t) & ~kPointerBits) == 0);
+    if (!moving_.empty()) move_some(kMoveSlots);
     // Grow at 7/8 full: linear probing stays short enough there for hits, and lookups of
     // missing keys (put of a new task) pay once per put, not per take.
-    if ((size_ + 1) * 8 > slots_.size() * 7) resize(slots_.size() + slots_.size() / 2);
+    if ((size_ + 1) * 8 > slots_.size() * 7) grow(slots_.size() + slots_.size() / 2);
     const std::uint64_t h = hash(t->queue_id, t->key());
     place(slot_value(t, h), h);
     ++size_;
@@ -82,23 +100,35 @@ void TaskTable::insert(Task* t) {
 void TaskTable::reserve(std::size_t n) {
     // Room for n at 3/4 full, so that growing right after is not due either.
     const std::size_t want = n + n / 3 + 1;
-    if (want > slots_.size()) resize(want);
+    if (want <= slots_.size()) return;
+    grow(want);
+    finish_move();  // a restart reserves before it loads: the table is empty or small
 }
 
 void TaskTable::replace(const Task* old_task, Task* new_task) {
-    std::uint64_t& v = slots_[find_slot(old_task)];
+    std::size_t in_moving = 0;
+    const std::size_t i = find_slot(old_task, &in_moving);
+    std::uint64_t& v = i < slots_.size() ? slots_[i] : moving_[in_moving];
     v = (v & ~kPointerBits) | reinterpret_cast<std::uintptr_t>(new_task);
 }
 
 void TaskTable::erase(const Task* t) {
-    std::size_t hole = find_slot(t);
-    slots_[hole] = 0;
+    std::size_t in_moving = 0;
+    std::size_t hole = find_slot(t, &in_moving);
     --size_;
+    if (hole == slots_.size()) {
+        // The previous array is only read until its move ends: a marker keeps the chains
+        // through this slot whole.
+        moving_[in_moving] = kMoved;
+        return;
+    }
+    slots_[hole] = 0;
     // Backward-shift: pull later entries of the cluster into the hole when their home
     // slot does not lie cyclically in (hole, j].
-    for (std::size_t j = next(hole); slots_[j] != 0; j = next(j)) {
+    const std::size_t n = slots_.size();
+    for (std::size_t j = next(hole, n); slots_[j] != 0; j = next(j, n)) {
         const Task* o = task_of(slots_[j]);
-        std::size_t home = home_of(hash(o->queue_id, o->key()));
+        std::size_t home = home_of(hash(o->queue_id, o->key()), n);
         bool stays = hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
         if (stays) continue;
         slots_[hole] = slots_[j];
@@ -107,25 +137,37 @@ void TaskTable::erase(const Task* t) {
     }
 }
 
-void TaskTable::advise_huge_pages() {
+void TaskTable::advise_huge_pages(std::vector<std::uint64_t>& slots) {
     // Every lookup lands on a random slot: on a table of many MiB, huge pages save a TLB
     // miss per lookup. Only the 2 MiB-aligned part inside the array can be advised.
     constexpr std::uintptr_t kHuge = 2u << 20;
-    const auto begin = reinterpret_cast<std::uintptr_t>(slots_.data());
-    const auto end = begin + slots_.size() * sizeof(std::uint64_t);
+    const auto begin = reinterpret_cast<std::uintptr_t>(slots.data());
+    const auto end = begin + slots.size() * sizeof(std::uint64_t);
     const std::uintptr_t from = (begin + kHuge - 1) & ~(kHuge - 1), to = end & ~(kHuge - 1);
     if (to > from) ::madvise(reinterpret_cast<void*>(from), to - from, MADV_HUGEPAGE);
 }
 
-void TaskTable::resize(std::size_t slots) {
-    std::vector<std::uint64_t> old;
-    old.swap(slots_);
+void TaskTable::grow(std::size_t slots) {
+    finish_move();
+    moving_.swap(slots_);
     slots_.assign(slots, 0);
-    advise_huge_pages();
-    for (std::uint64_t v : old) {
-        if (v == 0) continue;
+    advise_huge_pages(slots_);
+    moved_ = 0;
+    if (size_ == 0) std::vector<std::uint64_t>().swap(moving_);
+}
+
+void TaskTable::move_some(std::size_t n) {
+    const std::size_t end = std::min(moved_ + n, moving_.size());
+    for (; moved_ < end; ++moved_) {
+        std::uint64_t& v = moving_[moved_];
+        if (v == 0 || v == kMoved) continue;
         const Task* t = task_of(v);
         place(v, hash(t->queue_id, t->key()));
+        v = kMoved;
+    }
+    if (moved_ == moving_.size()) {
+        std::vector<std::uint64_t>().swap(moving_);
+        moved_ = 0;
     }
 }
 

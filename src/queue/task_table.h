@@ -10,6 +10,13 @@
 // when those bits match. A lookup of a missing key (every put of a new task, every task
 // loaded at restart) walks its cluster in one or two cache lines instead of touching one
 // task per slot.
+//
+// Growing moves the entries a few at a time instead of all at once: rehashing means
+// reading every task (one cache miss each), about 3 s at 9M tasks, during which the event
+// loop would answer nothing. While a move is under way the previous array stays beside
+// the new one; a slot moved out of it keeps a marker, so its probe chains stay whole, and
+// each insert moves the next kMoveSlots slots. New entries only go into the new array, so
+// a key is in exactly one of the two.
 #pragma once
 
 #include <cstdint>
@@ -35,24 +42,43 @@ class TaskTable {
     void reserve(std::size_t n);
     std::size_t size() const { return size_; }
     std::size_t capacity() const { return slots_.size(); }
-    std::size_t memory_bytes() const { return slots_.size() * sizeof(Task*); }
+    std::size_t memory_bytes() const {
+        return (slots_.size() + moving_.size()) * sizeof(std::uint64_t);
+    }
+    // Whether a growth is still moving entries (tests use it to reach that state).
+    bool growing() const { return !moving_.empty(); }
+
+    // Slots of the previous array moved per insert while growing. The array grows by 1.5x
+    // at 7/8 full, so the move ends after 1/8 of its slots' worth of inserts, long before
+    // the new array (1.5x larger) is 7/8 full in turn.
+    static constexpr std::size_t kMoveSlots = 8;
 
   private:
     static constexpr int kTagShift = 48;
     static constexpr std::uint64_t kPointerBits = (std::uint64_t(1) << kTagShift) - 1;
+    // A slot of the previous array whose entry has moved (or was erased while growing).
+    static constexpr std::uint64_t kMoved = 1;
     static std::uint64_t hash(std::uint16_t queue_id, std::string_view key);
-    std::size_t home_of(std::uint64_t h) const;
+    static std::size_t home_of(std::uint64_t h, std::size_t slots);
     static std::uint64_t slot_value(const Task* t, std::uint64_t h) {
         return reinterpret_cast<std::uintptr_t>(t) | (h << kTagShift);
     }
     static Task* task_of(std::uint64_t v) { return reinterpret_cast<Task*>(v & kPointerBits); }
-    std::size_t find_slot(const Task* t) const;
-    void place(std::uint64_t v, std::uint64_t h);  // into the first free slot from home
-    void resize(std::size_t slots);
-    void advise_huge_pages();
-    std::size_t next(std::size_t i) const { return i + 1 == slots_.size() ? 0 : i + 1; }
+    static Task* find_in(const std::vector<std::uint64_t>& slots, std::uint16_t queue_id,
+                         std::string_view key, std::uint64_t h);
+    // Where `t`'s entry is: in slots_, or (when it returns slots_.size()) in moving_ at
+    // *in_moving.
+    std::size_t find_slot(const Task* t, std::size_t* in_moving) const;
+    void place(std::uint64_t v, std::uint64_t h);  // into slots_' first free slot from home
+    void grow(std::size_t slots);
+    void move_some(std::size_t n);
+    void finish_move() { move_some(moving_.size()); }
+    static void advise_huge_pages(std::vector<std::uint64_t>& slots);
+    static std::size_t next(std::size_t i, std::size_t slots) { return i + 1 == slots ? 0 : i + 1; }
 
-    std::vector<std::uint64_t> slots_;  // 0 = empty; else slot_value(task, hash)
+    std::vector<std::uint64_t> slots_;   // 0 = empty; else slot_value(task, hash)
+    std::vector<std::uint64_t> moving_;  // while growing: the previous array, else empty
+    std::size_t moved_ = 0;              // slots of moving_ before this one have moved
     std::size_t size_ = 0;
 };
 

@@ -378,6 +378,16 @@ int main(int argc, char** argv) {
             load.progress = !common.quiet;
             const auto before = rss_bytes(mem_pid);
             auto pre = run_load(load);
+            // A figure per task is only worth something if every task is there.
+            const auto& puts = pre.ops[std::size_t(Op::put)];
+            if (puts.errors > 0 || puts.ops < load.keys) {
+                std::fprintf(stderr,
+                             "dueq-bench memory: the preload stored %llu of %llu tasks "
+                             "(%llu puts failed); no figures\n",
+                             (unsigned long long)(puts.ops - puts.errors),
+                             (unsigned long long)load.keys, (unsigned long long)puts.errors);
+                return 1;
+            }
             std::this_thread::sleep_for(std::chrono::milliseconds(500));
             const auto after = rss_bytes(mem_pid);
             const double n = double(load.keys);
