@@ -179,9 +179,17 @@ class Store {
     bool load_task(std::string_view queue, std::string_view key, std::string_view encoded);
     // A restart's load of about `tasks` records: between begin_load and end_load, tasks
     // that load_task installs join their ordered indexes in bulk, at end_load. Nothing
-    // but load_task and load_meta may be called in between.
-    void begin_load(std::size_t tasks);
+    // but load_task, load_meta and prefault_load may be called in between.
+    // `record_bytes`, about how much the records take where they are read from, lets
+    // prefault_load fault in the memory they will need ahead of them.
+    void begin_load(std::size_t tasks, std::size_t record_bytes = 0);
     void end_load();
+    // During a load, on any one thread besides the loading one: faults in memory the
+    // next tasks will use (page faults are most of a large load's cost, and this way
+    // another core takes them).
+    void prefault_load();
+    // During a load: the record for (queue, key) comes a few records from now.
+    void prefetch_load(std::string_view queue, std::string_view key) const;
     // Every task, encoded (for a snapshot of the whole store).
     void for_each_task(const std::function<void(std::string_view queue, std::string_view key,
                                                 std::string_view encoded_task)>& fn) const;

@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <new>
 
@@ -21,23 +22,68 @@ std::size_t TaskArena::slab_size(std::size_t i) {
 }
 
 TaskArena::~TaskArena() {
+    drop_spares();
     for (std::size_t i = 0; i < slabs_.size(); ++i) {
         DUEQ_UNPOISON(slabs_[i], slab_size(i));
         std::free(slabs_[i]);
     }
 }
 
+char* TaskArena::huge_slab() {
+    // Aligned to a huge page, so it can be one.
+    auto* slab = static_cast<char*>(std::aligned_alloc(kHugeSlabBytes, kHugeSlabBytes));
+    if (slab == nullptr) throw std::bad_alloc();
+    // Only advice: without huge pages (or with them off) the slab works the same.
+    ::madvise(slab, kHugeSlabBytes, MADV_HUGEPAGE);
+    return slab;
+}
+
 void TaskArena::new_slab() {
     const std::size_t bytes = slab_size(slabs_.size());
-    const bool huge = bytes == kHugeSlabBytes;  // aligned to a huge page, so it can be one
-    bump_ = static_cast<char*>(std::aligned_alloc(huge ? kHugeSlabBytes : 64, bytes));
-    if (bump_ == nullptr) throw std::bad_alloc();
-    // Only advice: without huge pages (or with them off) the slab works the same.
-    if (huge) ::madvise(bump_, bytes, MADV_HUGEPAGE);
+    const std::size_t spare = spares_used_.load(std::memory_order_relaxed);
+    if (bytes != kHugeSlabBytes) {
+        bump_ = static_cast<char*>(std::aligned_alloc(64, bytes));
+        if (bump_ == nullptr) throw std::bad_alloc();
+    } else if (spare < spares_.size()) {
+        bump_ = spares_[spare];
+        spares_used_.store(spare + 1, std::memory_order_release);
+    } else {
+        bump_ = huge_slab();
+    }
     bump_end_ = bump_ + bytes;
     slab_bytes_ += bytes;
     slabs_.push_back(bump_);
     DUEQ_POISON(bump_, bytes);
+}
+
+void TaskArena::reserve_spares(std::size_t bytes) {
+    drop_spares();
+    const std::size_t n = bytes / kHugeSlabBytes + 1;
+    spares_.reserve(n);
+    for (std::size_t i = 0; i < n; ++i)
+        spares_.push_back(huge_slab());
+}
+
+void TaskArena::drop_spares() {
+    for (std::size_t i = spares_used_.load(); i < spares_.size(); ++i)
+        std::free(spares_[i]);
+    spares_.clear();
+    spares_.shrink_to_fit();
+    spares_used_ = 0;
+    prefaulted_ = 0;
+}
+
+void TaskArena::prefault_spares(std::size_t ahead) {
+#ifndef MADV_POPULATE_WRITE
+    constexpr int MADV_POPULATE_WRITE = 23;  // Linux 5.14; older kernels refuse it
+#endif
+    const std::size_t used = spares_used_.load(std::memory_order_acquire);
+    // Never the slab in use or one before it: those are the loading thread's.
+    std::size_t i = std::max(prefaulted_, used);
+    const std::size_t until = std::min(spares_.size(), used + ahead);
+    for (; prefault_works_ && i < until; ++i)
+        prefault_works_ = ::madvise(spares_[i], kHugeSlabBytes, MADV_POPULATE_WRITE) == 0;
+    prefaulted_ = i;
 }
 
 void* TaskArena::allocate(std::size_t bytes) {

@@ -12,6 +12,7 @@
 // fills it at once), and its random index walks miss the TLB less.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -40,6 +41,16 @@ class TaskArena {
     // Bytes in records handed out, with their rounding.
     std::size_t used_bytes() const { return used_bytes_; }
 
+    // A restart's load: sets aside (without touching) slabs for about `bytes` of records,
+    // so that prefault_spares() can fault them in on another thread while this one fills
+    // the slabs before them. drop_spares() frees those the load did not use.
+    void reserve_spares(std::size_t bytes);
+    void drop_spares();
+    // Faults in the spare slabs up to `ahead` slabs past the one in use. The one method
+    // that may run on another thread, and only between reserve_spares and drop_spares;
+    // it only asks the kernel for pages (MADV_POPULATE_WRITE) and never writes a byte.
+    void prefault_spares(std::size_t ahead);
+
     // Key and payload bytes of the live records, kept by Task::create/destroy so the
     // store can tell its overhead without walking ten million records.
     std::size_t content_bytes = 0;
@@ -52,7 +63,12 @@ class TaskArena {
 
     static std::size_t slab_size(std::size_t i);  // of the i-th slab
     void new_slab();
+    static char* huge_slab();
 
+    std::vector<char*> spares_;              // huge slabs set aside for a load
+    std::atomic<std::size_t> spares_used_{0};  // taken by new_slab, in order
+    std::size_t prefaulted_ = 0;             // of spares_, by prefault_spares
+    bool prefault_works_ = true;
     std::vector<char*> slabs_;  // the first kSmallSlabs of kSlabBytes, then kHugeSlabBytes
     std::size_t slab_bytes_ = 0;
     char* bump_ = nullptr;  // next unused byte of the newest slab

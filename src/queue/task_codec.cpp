@@ -38,6 +38,9 @@ std::optional<detail::Tombstone> decode_tombstone(const msgpack::object& root) {
     return t;
 }
 constexpr std::uint64_t kMetaFormat = 1;
+// Loads smaller than this fault their memory in as they go: setting slabs aside pays
+// only when there are hundreds of them.
+constexpr std::size_t kPrefaultFrom = 64u << 20;
 
 msgpack::unpack_limit task_limits() {
     return msgpack::unpack_limit(/*array=*/16, /*map=*/0, /*str=*/detail::kMaxPayloadBytes,
@@ -353,14 +356,27 @@ bool Store::load_meta(std::string_view encoded) {
     return impl_->load_meta(encoded);
 }
 
-void Store::begin_load(std::size_t tasks) {
+void Store::begin_load(std::size_t tasks, std::size_t record_bytes) {
     impl_->table.reserve(tasks);
     impl_->loading = true;
+    // A record in memory has a larger header than on disk: set aside a quarter more.
+    if (record_bytes >= kPrefaultFrom) impl_->arena.reserve_spares(record_bytes / 4 * 5);
 }
 
 void Store::end_load() {
+    impl_->arena.drop_spares();
     impl_->link_unlinked();
     impl_->loading = false;
+}
+
+void Store::prefetch_load(std::string_view queue, std::string_view key) const {
+    if (const detail::Queue* q = impl_->find_queue(queue)) impl_->table.prefetch(q->id, key);
+}
+
+void Store::prefault_load() {
+    // 64 MiB ahead: a reader hands over about 1 MiB of records at a time, and the memory
+    // faulted in but never used stays small.
+    impl_->arena.prefault_spares(32);
 }
 
 bool Store::load_task(std::string_view queue, std::string_view key, std::string_view encoded) {

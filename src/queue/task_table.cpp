@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cstdlib>
 #include <cstring>
+#include <new>
 
 namespace dueq::queue::detail {
 
@@ -21,7 +23,51 @@ std::uint64_t mix(std::uint64_t h) {
 }
 }  // namespace
 
-TaskTable::TaskTable() : slots_(kInitialSlots, 0) {}
+SlotArray::SlotArray(std::size_t n) : size_(n) {
+    constexpr std::size_t kHuge = 2u << 20;
+    const std::size_t bytes = n * sizeof(std::uint64_t);
+    if (bytes < kHuge) {
+        slots_ = static_cast<std::uint64_t*>(std::calloc(n, sizeof(std::uint64_t)));
+        if (slots_ == nullptr) throw std::bad_alloc();
+        return;
+    }
+    // Map a huge page more than needed and keep the aligned part, so that every 2 MiB of
+    // it can be a huge page.
+    const std::size_t want = (bytes + kHuge - 1) & ~(kHuge - 1);
+    void* p = ::mmap(nullptr, want + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                     -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    const auto begin = reinterpret_cast<std::uintptr_t>(p);
+    const std::uintptr_t aligned = (begin + kHuge - 1) & ~(kHuge - 1);
+    if (aligned > begin) ::munmap(p, aligned - begin);
+    if (const std::size_t tail = begin + want + kHuge - (aligned + want))
+        ::munmap(reinterpret_cast<void*>(aligned + want), tail);
+    // Only advice: without huge pages the table works the same, with more TLB misses.
+    ::madvise(reinterpret_cast<void*>(aligned), want, MADV_HUGEPAGE);
+    slots_ = reinterpret_cast<std::uint64_t*>(aligned);
+    mapped_bytes_ = want;
+}
+
+SlotArray& SlotArray::operator=(SlotArray&& o) noexcept {
+    if (this != &o) {
+        release();
+        slots_ = std::exchange(o.slots_, nullptr);
+        size_ = std::exchange(o.size_, 0);
+        mapped_bytes_ = std::exchange(o.mapped_bytes_, 0);
+    }
+    return *this;
+}
+
+void SlotArray::release() {
+    if (mapped_bytes_ != 0)
+        ::munmap(slots_, mapped_bytes_);
+    else
+        std::free(slots_);
+    slots_ = nullptr;
+    size_ = mapped_bytes_ = 0;
+}
+
+TaskTable::TaskTable() : slots_(kInitialSlots) {}
 
 std::uint64_t TaskTable::hash(std::uint16_t queue_id, std::string_view key) {
     // A fixed function (not std::hash) so the probe sequences, and thus the costs, are the
@@ -45,7 +91,7 @@ std::size_t TaskTable::home_of(std::uint64_t h, std::size_t slots) {
     return static_cast<std::size_t>((u128{h} * slots) >> 64);
 }
 
-Task* TaskTable::find_in(const std::vector<std::uint64_t>& slots, std::uint16_t queue_id,
+Task* TaskTable::find_in(const SlotArray& slots, std::uint16_t queue_id,
                          std::string_view key, std::uint64_t h) {
     const std::uint64_t tag = h << kTagShift;
     const std::size_t n = slots.size();
@@ -137,23 +183,12 @@ void TaskTable::erase(const Task* t) {
     }
 }
 
-void TaskTable::advise_huge_pages(std::vector<std::uint64_t>& slots) {
-    // Every lookup lands on a random slot: on a table of many MiB, huge pages save a TLB
-    // miss per lookup. Only the 2 MiB-aligned part inside the array can be advised.
-    constexpr std::uintptr_t kHuge = 2u << 20;
-    const auto begin = reinterpret_cast<std::uintptr_t>(slots.data());
-    const auto end = begin + slots.size() * sizeof(std::uint64_t);
-    const std::uintptr_t from = (begin + kHuge - 1) & ~(kHuge - 1), to = end & ~(kHuge - 1);
-    if (to > from) ::madvise(reinterpret_cast<void*>(from), to - from, MADV_HUGEPAGE);
-}
-
 void TaskTable::grow(std::size_t slots) {
     finish_move();
-    moving_.swap(slots_);
-    slots_.assign(slots, 0);
-    advise_huge_pages(slots_);
+    moving_ = std::move(slots_);
+    slots_ = SlotArray(slots);
     moved_ = 0;
-    if (size_ == 0) std::vector<std::uint64_t>().swap(moving_);
+    if (size_ == 0) moving_ = SlotArray();
 }
 
 void TaskTable::move_some(std::size_t n) {
@@ -166,7 +201,7 @@ void TaskTable::move_some(std::size_t n) {
         v = kMoved;
     }
     if (moved_ == moving_.size()) {
-        std::vector<std::uint64_t>().swap(moving_);
+        moving_ = SlotArray();
         moved_ = 0;
     }
 }

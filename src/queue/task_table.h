@@ -21,17 +21,47 @@
 
 #include <cstdint>
 #include <string_view>
-#include <vector>
+#include <utility>
 
 #include "queue/task.h"
 
 namespace dueq::queue::detail {
+
+// An array of zeroed slots. A large one is mapped from the kernel in huge pages before
+// anything touches it: zeroing it first (as std::vector does) would fault it in as small
+// pages, and on a table of 100 MiB every random lookup would then miss the TLB.
+class SlotArray {
+  public:
+    SlotArray() = default;
+    explicit SlotArray(std::size_t n);
+    ~SlotArray() { release(); }
+    SlotArray(SlotArray&& o) noexcept { *this = std::move(o); }
+    SlotArray& operator=(SlotArray&& o) noexcept;
+    SlotArray(const SlotArray&) = delete;
+    SlotArray& operator=(const SlotArray&) = delete;
+
+    std::uint64_t& operator[](std::size_t i) { return slots_[i]; }
+    const std::uint64_t& operator[](std::size_t i) const { return slots_[i]; }
+    std::size_t size() const { return size_; }
+    bool empty() const { return size_ == 0; }
+
+  private:
+    void release();
+    std::uint64_t* slots_ = nullptr;
+    std::size_t size_ = 0;
+    std::size_t mapped_bytes_ = 0;  // 0: from calloc
+};
 
 class TaskTable {
   public:
     TaskTable();
 
     Task* find(std::uint16_t queue_id, std::string_view key) const;
+    // Starts loading the slot where find(queue_id, key) will look first: a bulk load that
+    // asks a few keys ahead finds each slot in cache instead of waiting on memory.
+    void prefetch(std::uint16_t queue_id, std::string_view key) const {
+        __builtin_prefetch(&slots_[home_of(hash(queue_id, key), slots_.size())]);
+    }
     // `t` must not be present yet (by its queue id and key).
     void insert(Task* t);
     // Replaces the entry that points at `old_task` by `new_task` (same queue id and key).
@@ -64,7 +94,7 @@ class TaskTable {
         return reinterpret_cast<std::uintptr_t>(t) | (h << kTagShift);
     }
     static Task* task_of(std::uint64_t v) { return reinterpret_cast<Task*>(v & kPointerBits); }
-    static Task* find_in(const std::vector<std::uint64_t>& slots, std::uint16_t queue_id,
+    static Task* find_in(const SlotArray& slots, std::uint16_t queue_id,
                          std::string_view key, std::uint64_t h);
     // Where `t`'s entry is: in slots_, or (when it returns slots_.size()) in moving_ at
     // *in_moving.
@@ -73,11 +103,10 @@ class TaskTable {
     void grow(std::size_t slots);
     void move_some(std::size_t n);
     void finish_move() { move_some(moving_.size()); }
-    static void advise_huge_pages(std::vector<std::uint64_t>& slots);
     static std::size_t next(std::size_t i, std::size_t slots) { return i + 1 == slots ? 0 : i + 1; }
 
-    std::vector<std::uint64_t> slots_;   // 0 = empty; else slot_value(task, hash)
-    std::vector<std::uint64_t> moving_;  // while growing: the previous array, else empty
+    SlotArray slots_;   // 0 = empty; else slot_value(task, hash)
+    SlotArray moving_;  // while growing: the previous array, else empty
     std::size_t moved_ = 0;              // slots of moving_ before this one have moved
     std::size_t size_ = 0;
 };

@@ -1,4 +1,5 @@
 #include "storage/database.h"
+#include "storage/task_scan.h"
 
 #include <algorithm>
 
@@ -188,18 +189,22 @@ Status Database::load(queue::Store& store, Loaded& out) {
     std::uint64_t estimate = 0;
     if (db_->GetIntProperty(handles_[kTasks], "rocksdb.estimate-num-keys", &estimate))
         estimate = std::min<std::uint64_t>(estimate, 1'000'000'000);
-    store.begin_load(std::size_t(estimate));
-    // Read in order, in large reads, without filling the block cache.
-    const rocksdb::Slice tasks_end = slice(kTasksEnd);
-    rocksdb::ReadOptions sequential;
-    sequential.iterate_upper_bound = &tasks_end;
-    sequential.readahead_size = 8 << 20;
-    sequential.fill_cache = false;
-    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(sequential, handles_[kTasks]));
-    for (it->SeekToFirst(); it->Valid(); it->Next())
-        if (!load_task_record(store, it->key().ToStringView(), it->value().ToStringView()))
-            return Status::error("corrupt task record in column family 'tasks'");
-    if (!it->status().ok()) return Status::error("reading tasks: " + it->status().ToString());
+    std::uint64_t sst_bytes = 0, memtable_bytes = 0;
+    db_->GetIntProperty(handles_[kTasks], "rocksdb.total-sst-files-size", &sst_bytes);
+    db_->GetIntProperty(handles_[kTasks], "rocksdb.cur-size-all-mem-tables", &memtable_bytes);
+    store.begin_load(std::size_t(estimate),
+                     std::size_t(std::min<std::uint64_t>(sst_bytes + memtable_bytes, 1ull << 40)));
+    ScanCalls calls;
+    calls.each = [&](std::string_view key, std::string_view body) {
+        auto qk = split_task_key(key);
+        return qk && store.load_task(qk->first, qk->second, body);
+    };
+    calls.ahead = [&](std::string_view key) {
+        if (auto qk = split_task_key(key)) store.prefetch_load(qk->first, qk->second);
+    };
+    calls.between_chunks = [&] { store.prefault_load(); };
+    auto scanned = scan_task_records(db_, handles_[kTasks], kTasksEnd, calls);
+    if (!scanned.ok) return scanned;
     store.end_load();
 
     std::unique_ptr<rocksdb::Iterator> ov(db_->NewIterator({}, handles_[kOverlay]));

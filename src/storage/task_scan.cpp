@@ -1,0 +1,152 @@
+#include "storage/task_scan.h"
+
+#include <rocksdb/db.h>
+
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace dueq::storage {
+
+namespace {
+
+// Chunk layout: per record, its key's and its body's length (4 bytes each, native order:
+// the chunk never leaves the process), then the key, then the body.
+void append_record(std::string& chunk, std::string_view key, std::string_view body) {
+    const std::uint32_t sizes[2] = {std::uint32_t(key.size()), std::uint32_t(body.size())};
+    chunk.append(reinterpret_cast<const char*>(sizes), sizeof sizes);
+    chunk.append(key);
+    chunk.append(body);
+}
+
+class Handoff {
+  public:
+    Handoff() {
+        for (std::size_t i = 0; i < kScanChunks; ++i)
+            empty_.emplace_back();
+    }
+    // The reader: an empty chunk to fill, or nothing once the loader has stopped.
+    bool take_empty(std::string& chunk) {
+        std::unique_lock lock(m_);
+        cv_.wait(lock, [&] { return stop_ || !empty_.empty(); });
+        if (stop_) return false;
+        chunk.swap(empty_.front());
+        empty_.pop_front();
+        chunk.clear();
+        return true;
+    }
+    void put_full(std::string& chunk) {
+        std::lock_guard lock(m_);
+        full_.emplace_back();
+        full_.back().swap(chunk);
+        cv_.notify_all();
+    }
+    void finish(Status status) {
+        std::lock_guard lock(m_);
+        done_ = true;
+        status_ = std::move(status);
+        cv_.notify_all();
+    }
+    // The loader: the next full chunk; false once there are no more.
+    bool take_full(std::string& chunk) {
+        std::unique_lock lock(m_);
+        cv_.wait(lock, [&] { return done_ || !full_.empty(); });
+        if (full_.empty()) return false;
+        chunk.swap(full_.front());
+        full_.pop_front();
+        return true;
+    }
+    void give_back(std::string& chunk) {
+        std::lock_guard lock(m_);
+        empty_.emplace_back();
+        empty_.back().swap(chunk);
+        cv_.notify_all();
+    }
+    void stop() {
+        std::lock_guard lock(m_);
+        stop_ = true;
+        cv_.notify_all();
+    }
+    Status status() {
+        std::lock_guard lock(m_);
+        return status_;
+    }
+
+  private:
+    std::mutex m_;
+    std::condition_variable cv_;
+    std::deque<std::string> empty_, full_;
+    bool done_ = false, stop_ = false;
+    Status status_;
+};
+
+Status read_records(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* cf, std::string_view end,
+                    Handoff& handoff, const std::function<void()>& between_chunks) {
+    const rocksdb::Slice upper(end.data(), end.size());
+    rocksdb::ReadOptions sequential;
+    sequential.iterate_upper_bound = &upper;
+    sequential.readahead_size = 8 << 20;
+    sequential.fill_cache = false;
+    std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(sequential, cf));
+    std::string chunk;
+    if (!handoff.take_empty(chunk)) return Status{};
+    for (it->SeekToFirst(); it->Valid(); it->Next()) {
+        const std::string_view key = it->key().ToStringView();
+        const auto body = unseal(it->value().ToStringView(), key);
+        if (!body) {
+            handoff.put_full(chunk);
+            return Status::error("corrupt task record in column family 'tasks'");
+        }
+        append_record(chunk, key, *body);
+        if (chunk.size() >= kScanChunkBytes) {
+            handoff.put_full(chunk);
+            if (between_chunks) between_chunks();
+            if (!handoff.take_empty(chunk)) return Status{};
+        }
+    }
+    handoff.put_full(chunk);
+    if (!it->status().ok()) return Status::error("reading tasks: " + it->status().ToString());
+    return Status{};
+}
+
+}  // namespace
+
+Status scan_task_records(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* cf, std::string_view end,
+                         const ScanCalls& calls) {
+    constexpr std::size_t kAhead = 8;  // records: enough to cover a memory access
+    Handoff handoff;
+    std::thread reader(
+        [&] { handoff.finish(read_records(db, cf, end, handoff, calls.between_chunks)); });
+    bool corrupt = false;
+    std::string chunk;
+    std::vector<std::pair<std::string_view, std::string_view>> records;
+    while (!corrupt && handoff.take_full(chunk)) {
+        records.clear();
+        for (std::size_t at = 0; at < chunk.size();) {
+            std::uint32_t sizes[2];
+            std::memcpy(sizes, chunk.data() + at, sizeof sizes);
+            at += sizeof sizes;
+            records.emplace_back(std::string_view(chunk.data() + at, sizes[0]),
+                                 std::string_view(chunk.data() + at + sizes[0], sizes[1]));
+            at += std::size_t(sizes[0]) + sizes[1];
+        }
+        for (std::size_t i = 0; i < records.size(); ++i) {
+            if (calls.ahead && i + kAhead < records.size()) calls.ahead(records[i + kAhead].first);
+            if (!calls.each(records[i].first, records[i].second)) {
+                corrupt = true;
+                break;
+            }
+        }
+        handoff.give_back(chunk);
+    }
+    handoff.stop();
+    reader.join();
+    if (corrupt) return Status::error("corrupt task record in column family 'tasks'");
+    return handoff.status();
+}
+
+}  // namespace dueq::storage

@@ -1,0 +1,42 @@
+// A restart's read of the task records, on a thread of its own.
+//
+// Iterating ten million records out of RocksDB and checking each one's CRC takes about as
+// long as building the store from them. With the two on different cores a restart takes
+// about the longer of the two instead of their sum. The reader copies checked records
+// into chunks of about kChunkBytes and hands them over through at most kChunks of them:
+// memory stays bounded whatever the size of the store, and the same chunks are reused
+// (fresh memory costs a page fault per page, which is as slow as the reading).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include "storage/database.h"
+
+namespace rocksdb {
+class ColumnFamilyHandle;
+class DB;
+}  // namespace rocksdb
+
+namespace dueq::storage {
+
+inline constexpr std::size_t kScanChunkBytes = 1 << 20;
+inline constexpr std::size_t kScanChunks = 4;
+
+// Calls `each(key, body)` on this thread for every record of `cf` below `end`, in key
+// order, with the record's body once its CRC checked out. Stops at the first record whose
+// CRC fails, or when `each` returns false; either is a corrupt record, and the answer says
+// so.
+struct ScanCalls {
+    std::function<bool(std::string_view key, std::string_view body)> each;
+    // On this thread, a few records before each(key, ...): to start loading what each
+    // will need.
+    std::function<void(std::string_view key)> ahead;
+    // On the reading thread, after it hands over each chunk.
+    std::function<void()> between_chunks;
+};
+Status scan_task_records(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* cf, std::string_view end,
+                         const ScanCalls& calls);
+
+}  // namespace dueq::storage
