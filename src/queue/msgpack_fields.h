@@ -140,6 +140,24 @@ inline std::optional<msgpack::object_handle> unpack_whole(std::string_view bytes
     }
 }
 
+// unpack_whole for a hot loop: the object lives in `zone` (the caller clears it between
+// calls, so its memory is reused) and its strings and binaries point into `bytes`
+// instead of being copied, so it is only valid while both are.
+inline std::optional<msgpack::object> unpack_whole_in(msgpack::zone& zone, std::string_view bytes,
+                                                      const msgpack::unpack_limit& limit) {
+    try {
+        std::size_t off = 0;
+        bool referenced = false;
+        auto refer = [](msgpack::type::object_type, std::size_t, void*) { return true; };
+        msgpack::object o = msgpack::unpack(zone, bytes.data(), bytes.size(), off, referenced,
+                                            refer, nullptr, fitted(limit, bytes));
+        if (off != bytes.size()) return std::nullopt;
+        return o;
+    } catch (const std::exception&) {
+        return std::nullopt;
+    }
+}
+
 // The elements of an array object, or nullptr (and size 0) if it is not an array.
 inline const msgpack::object* array_items(const msgpack::object& o, std::uint32_t* size) {
     if (o.type != msgpack::type::ARRAY) {

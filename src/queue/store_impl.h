@@ -205,6 +205,7 @@ struct StoreState {
     // and are linked into their trees at the end, sorted, each at the end of its tree,
     // instead of one search from the root per task.
     bool loading = false;
+    msgpack::zone load_zone;  // load_task's, reused from one record to the next
     std::vector<Task*> unlinked;
     void link_unlinked();
 };

@@ -80,7 +80,8 @@ void TaskArena::prefault_spares(std::size_t ahead) {
     const std::size_t used = spares_used_.load(std::memory_order_acquire);
     // Never the slab in use or one before it: those are the loading thread's.
     std::size_t i = std::max(prefaulted_, used);
-    const std::size_t until = std::min(spares_.size(), used + ahead);
+    // A few slabs per call: the caller has other work, and comes back.
+    const std::size_t until = std::min({spares_.size(), used + ahead, i + 2});
     for (; prefault_works_ && i < until; ++i)
         prefault_works_ = ::madvise(spares_[i], kHugeSlabBytes, MADV_POPULATE_WRITE) == 0;
     prefaulted_ = i;

@@ -12,6 +12,9 @@
 //                          late_share, late_credit, autonomous], ...],
 //    [lead_ms, ttr_ms, retention_ms, max_attempts, late_share, autonomous]]
 //   (settings nil = not declared; older metas lack the defaults, and `autonomous`)
+#include <algorithm>
+#include <stdexcept>
+
 #include "queue/msgpack_fields.h"
 #include "queue/store_impl.h"
 
@@ -155,10 +158,11 @@ std::string detail::StoreState::encode_tombstone(const Tombstone& t) {
 
 bool detail::StoreState::load_task(std::string_view queue, std::string_view key,
                                    std::string_view encoded) {
-    auto oh = detail::unpack_whole(encoded, task_limits());
-    if (!oh) return false;
-    auto tomb = decode_tombstone(oh->get());
-    if (!tomb) return install_task(queue, key, oh->get(), false) != nullptr;
+    load_zone.clear();
+    auto o = detail::unpack_whole_in(load_zone, encoded, task_limits());
+    if (!o) return false;
+    auto tomb = decode_tombstone(*o);
+    if (!tomb) return install_task(queue, key, *o, false) != nullptr;
     if (queue.empty() || queue.size() > detail::kMaxKeyBytes || key.empty() ||
         key.size() > detail::kMaxKeyBytes)
         return false;
@@ -223,28 +227,39 @@ detail::Task* detail::StoreState::install_task(std::string_view queue, std::stri
 
 void detail::StoreState::link_unlinked() {
     if (unlinked.empty()) return;
-    // Sorted by (queue, tree, the tree's time), stably: a load reads each queue's tasks
-    // in key order, so ties on time stay in key order, the trees' own tie-break. Each
-    // then goes last in its tree, at one comparison.
+    // Sorted by (queue, tree, the tree's time), then by load order: a load reads each
+    // queue's tasks in key order, so ties on time stay in key order, the trees' own
+    // tie-break. Each then goes last in its tree, at one comparison. An item names its
+    // task by its place in `unlinked`, which keeps it at 16 bytes (10M of them: 160 MB),
+    // and std::sort needs no second buffer as std::stable_sort would.
     struct Item {
+        Millis at;
+        std::uint32_t seq;
         std::uint16_t queue_id;
         std::uint8_t state;
-        Millis at;
-        Task* task;
     };
+    static_assert(sizeof(Item) == 16);
+    if (unlinked.size() > UINT32_MAX) throw std::length_error("more than 2^32 tasks in one load");
     std::vector<Item> items;
     items.reserve(unlinked.size());
-    for (Task* t : unlinked) {
+    for (std::size_t i = 0; i < unlinked.size(); ++i) {
+        const Task* t = unlinked[i];
         const bool by_time = t->state() == State::ready || t->state() == State::buried;
-        items.push_back({t->queue_id, std::uint8_t(t->state()), by_time ? t->time : t->aux, t});
+        items.push_back({by_time ? t->time : t->aux, std::uint32_t(i), t->queue_id,
+                         std::uint8_t(t->state())});
     }
-    unlinked.clear();
-    unlinked.shrink_to_fit();
-    std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
-        return std::tie(a.queue_id, a.state, a.at) < std::tie(b.queue_id, b.state, b.at);
+    std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
+        return std::tie(a.queue_id, a.state, a.at, a.seq) <
+               std::tie(b.queue_id, b.state, b.at, b.seq);
     });
-    for (const Item& it : items)
-        link(*queues[it.queue_id], it.task, true);
+    // In time order the tasks are all over memory: ask for each a few items ahead.
+    constexpr std::size_t kAhead = 8;
+    for (std::size_t i = 0; i < items.size(); ++i) {
+        if (i + kAhead < items.size()) __builtin_prefetch(unlinked[items[i + kAhead].seq]);
+        Task* t = unlinked[items[i].seq];
+        link(*queues[items[i].queue_id], t, true);
+    }
+    std::vector<Task*>().swap(unlinked);
     for (auto& q : queues)
         if (q) update_calendar(*q);
 }
@@ -358,6 +373,7 @@ bool Store::load_meta(std::string_view encoded) {
 
 void Store::begin_load(std::size_t tasks, std::size_t record_bytes) {
     impl_->table.reserve(tasks);
+    impl_->unlinked.reserve(std::min<std::size_t>(tasks, std::size_t{1} << 26));
     impl_->loading = true;
     // A record in memory has a larger header than on disk: set aside a quarter more.
     if (record_bytes >= kPrefaultFrom) impl_->arena.reserve_spares(record_bytes / 4 * 5);

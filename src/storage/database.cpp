@@ -2,6 +2,9 @@
 #include "storage/task_scan.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <map>
 
 #include <rocksdb/db.h>
 #include <rocksdb/memtablerep.h>
@@ -150,6 +153,22 @@ Database::~Database() {
     delete db_;
 }
 
+std::uint64_t Database::raw_task_bytes() const {
+    // Uncompressed: what the records will take in memory, whatever the files take on disk.
+    std::uint64_t bytes = 0;
+    std::map<std::string, std::string> table;
+    if (db_->GetMapProperty(handles_[kTasks], rocksdb::DB::Properties::kAggregatedTableProperties,
+                            &table)) {
+        for (const char* name : {"raw_key_size", "raw_value_size"}) {
+            auto it = table.find(name);
+            if (it != table.end()) bytes += std::strtoull(it->second.c_str(), nullptr, 10);
+        }
+    }
+    std::uint64_t memtable = 0;
+    db_->GetIntProperty(handles_[kTasks], "rocksdb.cur-size-all-mem-tables", &memtable);
+    return std::min<std::uint64_t>(bytes + memtable, 1ull << 40);
+}
+
 Status Database::load(queue::Store& store, Loaded& out) {
     out = Loaded{};
     std::string value;
@@ -189,11 +208,7 @@ Status Database::load(queue::Store& store, Loaded& out) {
     std::uint64_t estimate = 0;
     if (db_->GetIntProperty(handles_[kTasks], "rocksdb.estimate-num-keys", &estimate))
         estimate = std::min<std::uint64_t>(estimate, 1'000'000'000);
-    std::uint64_t sst_bytes = 0, memtable_bytes = 0;
-    db_->GetIntProperty(handles_[kTasks], "rocksdb.total-sst-files-size", &sst_bytes);
-    db_->GetIntProperty(handles_[kTasks], "rocksdb.cur-size-all-mem-tables", &memtable_bytes);
-    store.begin_load(std::size_t(estimate),
-                     std::size_t(std::min<std::uint64_t>(sst_bytes + memtable_bytes, 1ull << 40)));
+    store.begin_load(std::size_t(estimate), std::size_t(raw_task_bytes()));
     ScanCalls calls;
     calls.each = [&](std::string_view key, std::string_view body) {
         auto qk = split_task_key(key);
@@ -203,9 +218,17 @@ Status Database::load(queue::Store& store, Loaded& out) {
         if (auto qk = split_task_key(key)) store.prefetch_load(qk->first, qk->second);
     };
     calls.between_chunks = [&] { store.prefault_load(); };
+    using Clock = std::chrono::steady_clock;
+    const auto began = Clock::now();
     auto scanned = scan_task_records(db_, handles_[kTasks], kTasksEnd, calls);
     if (!scanned.ok) return scanned;
+    const auto read = Clock::now();
     store.end_load();
+    auto ms = [](Clock::duration d) {
+        return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
+    };
+    out.tasks_read_ms = ms(read - began);
+    out.indexes_built_ms = ms(Clock::now() - read);
 
     std::unique_ptr<rocksdb::Iterator> ov(db_->NewIterator({}, handles_[kOverlay]));
     for (ov->SeekToFirst(); ov->Valid(); ov->Next()) {

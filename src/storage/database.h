@@ -98,6 +98,8 @@ class Database {
 
     // Restart: loads the applied state into `store` (which must be empty) and the log.
     Status load(queue::Store& store, Loaded& out);
+    // About how many bytes the task records take uncompressed (for a load to plan by).
+    std::uint64_t raw_task_bytes() const;
 
     // Writes log writes, applied states and overlay writes, in the order given, as one
     // batch; synced if any log or overlay write asks for it and the sync policy says so

@@ -66,6 +66,11 @@ class Handoff {
         empty_.back().swap(chunk);
         cv_.notify_all();
     }
+    // Whether the loader has a chunk to work on beyond the one it is on.
+    bool loader_busy() {
+        std::lock_guard lock(m_);
+        return full_.size() >= 2;
+    }
     void stop() {
         std::lock_guard lock(m_);
         stop_ = true;
@@ -104,7 +109,9 @@ Status read_records(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* cf, std::strin
         append_record(chunk, key, *body);
         if (chunk.size() >= kScanChunkBytes) {
             handoff.put_full(chunk);
-            if (between_chunks) between_chunks();
+            // Only while the loader has work queued: when it waits for records, reading
+            // them comes first (it then faults in its memory itself).
+            if (between_chunks && handoff.loader_busy()) between_chunks();
             if (!handoff.take_empty(chunk)) return Status{};
         }
     }

@@ -33,7 +33,7 @@ struct ScanCalls {
     // On this thread, a few records before each(key, ...): to start loading what each
     // will need.
     std::function<void(std::string_view key)> ahead;
-    // On the reading thread, after it hands over each chunk.
+    // On the reading thread, after it hands over a chunk, when it is ahead of the loader.
     std::function<void()> between_chunks;
 };
 Status scan_task_records(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* cf, std::string_view end,

@@ -62,6 +62,9 @@ struct Loaded {
     std::uint64_t applied_index = 0;   // `store` holds the state after this entry
     std::int64_t applied_time = 0;
     std::vector<OverlayChange> overlay;  // what an autonomous node has not merged yet
+    // Where the load's time went, for the log: reading the task records into the store,
+    // then ordering them in its indexes.
+    std::int64_t tasks_read_ms = 0, indexes_built_ms = 0;
 };
 
 }  // namespace dueq::storage
