@@ -105,6 +105,7 @@ Task* TaskTable::find_in(const SlotArray& slots, std::uint16_t queue_id,
 }
 
 Task* TaskTable::find(std::uint16_t queue_id, std::string_view key) const {
+    if (!moving_.empty()) move_some(kMoveSlots);
     const std::uint64_t h = hash(queue_id, key);
     Task* t = find_in(slots_, queue_id, key, h);
     if (t == nullptr && !moving_.empty()) t = find_in(moving_, queue_id, key, h);
@@ -125,7 +126,7 @@ std::size_t TaskTable::find_slot(const Task* t, std::size_t* in_moving) const {
     }
 }
 
-void TaskTable::place(std::uint64_t v, std::uint64_t h) {
+void TaskTable::place(std::uint64_t v, std::uint64_t h) const {
     std::size_t i = home_of(h, slots_.size());
     while (slots_[i] != 0)
         i = next(i, slots_.size());
@@ -159,6 +160,7 @@ void TaskTable::replace(const Task* old_task, Task* new_task) {
 }
 
 void TaskTable::erase(const Task* t) {
+    if (!moving_.empty()) move_some(kMoveSlots);
     std::size_t in_moving = 0;
     std::size_t hole = find_slot(t, &in_moving);
     --size_;
@@ -191,7 +193,7 @@ void TaskTable::grow(std::size_t slots) {
     if (size_ == 0) moving_ = SlotArray();
 }
 
-void TaskTable::move_some(std::size_t n) {
+void TaskTable::move_some(std::size_t n) const {
     const std::size_t end = std::min(moved_ + n, moving_.size());
     for (; moved_ < end; ++moved_) {
         std::uint64_t& v = moving_[moved_];

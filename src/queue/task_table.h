@@ -15,8 +15,9 @@
 // reading every task (one cache miss each), about 3 s at 9M tasks, during which the event
 // loop would answer nothing. While a move is under way the previous array stays beside
 // the new one; a slot moved out of it keeps a marker, so its probe chains stay whole, and
-// each insert moves the next kMoveSlots slots. New entries only go into the new array, so
-// a key is in exactly one of the two.
+// each insert, erase or lookup moves the next kMoveSlots slots (lookups too: a store of
+// tokens that are only refreshed from then on inserts nothing, and would keep both arrays
+// for good). New entries only go into the new array, so a key is in exactly one of the two.
 #pragma once
 
 #include <cstdint>
@@ -78,10 +79,10 @@ class TaskTable {
     // Whether a growth is still moving entries (tests use it to reach that state).
     bool growing() const { return !moving_.empty(); }
 
-    // Slots of the previous array moved per insert while growing. The array grows by 1.5x
-    // at 7/8 full, so the move ends after 1/8 of its slots' worth of inserts, long before
-    // the new array (1.5x larger) is 7/8 full in turn.
-    static constexpr std::size_t kMoveSlots = 8;
+    // Slots of the previous array moved per operation while growing. The array grows by
+    // 1.5x at 7/8 full, so the move ends after 1/16 of its slots' worth of inserts at most,
+    // long before the new array (1.5x larger) is 7/8 full in turn.
+    static constexpr std::size_t kMoveSlots = 16;
 
   private:
     static constexpr int kTagShift = 48;
@@ -99,15 +100,17 @@ class TaskTable {
     // Where `t`'s entry is: in slots_, or (when it returns slots_.size()) in moving_ at
     // *in_moving.
     std::size_t find_slot(const Task* t, std::size_t* in_moving) const;
-    void place(std::uint64_t v, std::uint64_t h);  // into slots_' first free slot from home
+    void place(std::uint64_t v, std::uint64_t h) const;  // into slots_' first free slot from home
     void grow(std::size_t slots);
-    void move_some(std::size_t n);
+    // Const because lookups move entries too: where an entry sits is not part of what the
+    // table holds.
+    void move_some(std::size_t n) const;
     void finish_move() { move_some(moving_.size()); }
     static std::size_t next(std::size_t i, std::size_t slots) { return i + 1 == slots ? 0 : i + 1; }
 
-    SlotArray slots_;   // 0 = empty; else slot_value(task, hash)
-    SlotArray moving_;  // while growing: the previous array, else empty
-    std::size_t moved_ = 0;              // slots of moving_ before this one have moved
+    mutable SlotArray slots_;   // 0 = empty; else slot_value(task, hash)
+    mutable SlotArray moving_;  // while growing: the previous array, else empty
+    mutable std::size_t moved_ = 0;  // slots of moving_ before this one have moved
     std::size_t size_ = 0;
 };
 

@@ -107,3 +107,26 @@ TEST_CASE("a growth moves its entries a few slots per insert, not all at once") 
     for (Task* t : tasks)
         Task::destroy(arena, t);
 }
+
+TEST_CASE("lookups alone finish a growth that inserts started") {
+    TaskArena arena;
+    TaskTable table;
+    std::vector<Task*> tasks;
+    while (tasks.size() < 1000 || !table.growing()) {
+        tasks.push_back(Task::create(arena, 0, "key" + std::to_string(tasks.size()), ""));
+        table.insert(tasks.back());
+    }
+    // From here on only lookups, as in a store whose tokens are only refreshed.
+    std::size_t lookups = 0;
+    while (table.growing() && lookups < 1'000'000) {
+        REQUIRE(table.find(0, tasks[lookups % tasks.size()]->key()) ==
+                tasks[lookups % tasks.size()]);
+        ++lookups;
+    }
+    CHECK_FALSE(table.growing());
+    CHECK(lookups <= tasks.size() * 8 / 7 / TaskTable::kMoveSlots + 1);
+    for (Task* t : tasks)
+        REQUIRE(table.find(0, t->key()) == t);
+    for (Task* t : tasks)
+        Task::destroy(arena, t);
+}
