@@ -65,9 +65,9 @@ class TaskArena {
     void new_slab();
     static char* huge_slab();
 
-    std::vector<char*> spares_;              // huge slabs set aside for a load
+    std::vector<char*> spares_;                // huge slabs set aside for a load
     std::atomic<std::size_t> spares_used_{0};  // taken by new_slab, in order
-    std::size_t prefaulted_ = 0;             // of spares_, by prefault_spares
+    std::size_t prefaulted_ = 0;               // of spares_, by prefault_spares
     bool prefault_works_ = true;
     std::vector<char*> slabs_;  // the first kSmallSlabs of kSlabBytes, then kHugeSlabBytes
     std::size_t slab_bytes_ = 0;

@@ -245,8 +245,8 @@ void detail::StoreState::link_unlinked() {
     for (std::size_t i = 0; i < unlinked.size(); ++i) {
         const Task* t = unlinked[i];
         const bool by_time = t->state() == State::ready || t->state() == State::buried;
-        items.push_back({by_time ? t->time : t->aux, std::uint32_t(i), t->queue_id,
-                         std::uint8_t(t->state())});
+        items.push_back(
+            {by_time ? t->time : t->aux, std::uint32_t(i), t->queue_id, std::uint8_t(t->state())});
     }
     std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
         return std::tie(a.queue_id, a.state, a.at, a.seq) <

@@ -34,8 +34,8 @@ SlotArray::SlotArray(std::size_t n) : size_(n) {
     // Map a huge page more than needed and keep the aligned part, so that every 2 MiB of
     // it can be a huge page.
     const std::size_t want = (bytes + kHuge - 1) & ~(kHuge - 1);
-    void* p = ::mmap(nullptr, want + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                     -1, 0);
+    void* p =
+        ::mmap(nullptr, want + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) throw std::bad_alloc();
     const auto begin = reinterpret_cast<std::uintptr_t>(p);
     const std::uintptr_t aligned = (begin + kHuge - 1) & ~(kHuge - 1);
@@ -91,8 +91,8 @@ std::size_t TaskTable::home_of(std::uint64_t h, std::size_t slots) {
     return static_cast<std::size_t>((u128{h} * slots) >> 64);
 }
 
-Task* TaskTable::find_in(const SlotArray& slots, std::uint16_t queue_id,
-                         std::string_view key, std::uint64_t h) {
+Task* TaskTable::find_in(const SlotArray& slots, std::uint16_t queue_id, std::string_view key,
+                         std::uint64_t h) {
     const std::uint64_t tag = h << kTagShift;
     const std::size_t n = slots.size();
     for (std::size_t i = home_of(h, n);; i = next(i, n)) {

@@ -95,8 +95,8 @@ class TaskTable {
         return reinterpret_cast<std::uintptr_t>(t) | (h << kTagShift);
     }
     static Task* task_of(std::uint64_t v) { return reinterpret_cast<Task*>(v & kPointerBits); }
-    static Task* find_in(const SlotArray& slots, std::uint16_t queue_id,
-                         std::string_view key, std::uint64_t h);
+    static Task* find_in(const SlotArray& slots, std::uint16_t queue_id, std::string_view key,
+                         std::uint64_t h);
     // Where `t`'s entry is: in slots_, or (when it returns slots_.size()) in moving_ at
     // *in_moving.
     std::size_t find_slot(const Task* t, std::size_t* in_moving) const;
@@ -108,8 +108,8 @@ class TaskTable {
     void finish_move() { move_some(moving_.size()); }
     static std::size_t next(std::size_t i, std::size_t slots) { return i + 1 == slots ? 0 : i + 1; }
 
-    mutable SlotArray slots_;   // 0 = empty; else slot_value(task, hash)
-    mutable SlotArray moving_;  // while growing: the previous array, else empty
+    mutable SlotArray slots_;        // 0 = empty; else slot_value(task, hash)
+    mutable SlotArray moving_;       // while growing: the previous array, else empty
     mutable std::size_t moved_ = 0;  // slots of moving_ before this one have moved
     std::size_t size_ = 0;
 };

@@ -332,7 +332,8 @@ TEST_CASE("an applied index outside the log is refused") {
     CHECK(st.message.find(expect) != std::string::npos);
 }
 
-TEST_CASE("a load of many chunks rebuilds every task in order, and a late damaged record stops it") {
+TEST_CASE(
+    "a load of many chunks rebuilds every task in order, and a late damaged record stops it") {
     // Over 64 MiB of records: the reading thread hands over many chunks and the store
     // faults in its memory ahead of the load (storage/task_scan.h).
     TempDir dir("large");
@@ -358,8 +359,8 @@ TEST_CASE("a load of many chunks rebuilds every task in order, and a late damage
             applied.applied_time = 1000;
             reference.drain_changes([&](std::string_view q, std::string_view k,
                                         const std::optional<std::string>& encoded) {
-                applied.changes.push_back(storage::TaskChange{std::string(q), std::string(k),
-                                                              encoded});
+                applied.changes.push_back(
+                    storage::TaskChange{std::string(q), std::string(k), encoded});
             });
             applied.store_meta = reference.encode_meta();
             REQUIRE(db->write({}, {applied}).ok);
@@ -382,8 +383,9 @@ TEST_CASE("a load of many chunks rebuilds every task in order, and a late damage
     SECTION("one record damaged near the end") {
         {
             RawDb raw(dir.str());
-            raw.flip_byte("tasks", storage::task_key("tokens", "key-" + std::to_string(
-                                                                  (kTasks - 2) * 7919 % 1'000'003)),
+            raw.flip_byte("tasks",
+                          storage::task_key(
+                              "tokens", "key-" + std::to_string((kTasks - 2) * 7919 % 1'000'003)),
                           -1);
         }
         queue::Store store;
