@@ -33,18 +33,11 @@ class Handoff {
     bool take_empty(std::string& chunk) {
         std::unique_lock lock(m_);
         cv_.wait(lock, [&] { return stop_ || !empty_.empty(); });
-        if (stop_) return false;
-        chunk.swap(empty_.front());
-        empty_.pop_front();
+        if (stop_ || !pop_front(empty_, chunk)) return false;
         chunk.clear();
         return true;
     }
-    void put_full(std::string& chunk) {
-        std::lock_guard lock(m_);
-        full_.emplace_back();
-        full_.back().swap(chunk);
-        cv_.notify_all();
-    }
+    void put_full(std::string& chunk) { push_back(full_, chunk); }
     void finish(Status status) {
         std::lock_guard lock(m_);
         done_ = true;
@@ -55,17 +48,9 @@ class Handoff {
     bool take_full(std::string& chunk) {
         std::unique_lock lock(m_);
         cv_.wait(lock, [&] { return done_ || !full_.empty(); });
-        if (full_.empty()) return false;
-        chunk.swap(full_.front());
-        full_.pop_front();
-        return true;
+        return pop_front(full_, chunk);
     }
-    void give_back(std::string& chunk) {
-        std::lock_guard lock(m_);
-        empty_.emplace_back();
-        empty_.back().swap(chunk);
-        cv_.notify_all();
-    }
+    void give_back(std::string& chunk) { push_back(empty_, chunk); }
     // Whether the loader has a chunk to work on beyond the one it is on.
     bool loader_busy() {
         std::lock_guard lock(m_);
@@ -82,6 +67,20 @@ class Handoff {
     }
 
   private:
+    // Chunks change hands by swapping, so their buffers are never copied or freed.
+    void push_back(std::deque<std::string>& to, std::string& chunk) {
+        std::lock_guard lock(m_);
+        to.emplace_back();
+        to.back().swap(chunk);
+        cv_.notify_all();
+    }
+    static bool pop_front(std::deque<std::string>& from, std::string& chunk) {
+        if (from.empty()) return false;
+        chunk.swap(from.front());
+        from.pop_front();
+        return true;
+    }
+
     std::mutex m_;
     std::condition_variable cv_;
     std::deque<std::string> empty_, full_;
