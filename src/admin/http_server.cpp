@@ -61,9 +61,11 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
         }
         const auto& req = parser_->get();
         const bool keep_alive = req.keep_alive();
-        if (req.method() != http::verb::get && req.method() != http::verb::head)
-            return write({405, "text/plain; charset=utf-8", "only GET and HEAD\n"}, keep_alive,
-                         false);
+        // POST carries no body (the parser refuses one): it only names an action.
+        if (req.method() != http::verb::get && req.method() != http::verb::head &&
+            req.method() != http::verb::post)
+            return write({405, "text/plain; charset=utf-8", "only GET, HEAD and POST\n"},
+                         keep_alive, false);
         HttpRequest r;
         r.method = std::string(req.method_string());
         const std::string target(req.target());

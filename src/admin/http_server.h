@@ -22,7 +22,7 @@
 namespace dueq::admin {
 
 struct HttpRequest {
-    std::string method;  // "GET" or "HEAD"
+    std::string method;  // "GET", "HEAD" or "POST"
     std::string path;    // the target without its query string
     std::string query;   // after '?', or empty
 };

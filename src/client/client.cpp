@@ -72,6 +72,16 @@ struct Conn {
 };
 using ConnPtr = std::shared_ptr<Conn>;
 
+// Pending::op must outlive the call: the op's name from a fixed table.
+std::string_view known_op_name(std::string_view op) {
+    static constexpr std::string_view kNames[] = {
+        "ping", "hello", "declare", "put", "get", "delete", "take", "touch",
+        "ack", "release", "bury", "kick", "stats", "status", "shards"};
+    for (auto n : kNames)
+        if (n == op) return n;
+    return "request";
+}
+
 }  // namespace
 
 Result<std::pair<std::string, std::string>> parse_address(const std::string& address) {
@@ -154,6 +164,26 @@ public:
             if (early) {
                 p->done = true;
                 p->complete(std::move(*early));
+                return;
+            }
+            start(p);
+        });
+    }
+
+    void submit_raw(std::string_view op, const msgpack::object& request,
+                    std::function<void(Result<ResponseFrame>)> done, const CallOptions& call_opts,
+                    milliseconds extra_wait, const std::vector<std::pair<std::string, bool>>& extra) {
+        auto p = std::make_shared<Pending>(io_);
+        p->id = next_id_.fetch_add(1);
+        p->op = known_op_name(op);
+        p->resend_ok = always_safe_to_resend(p->op) || call_opts.resend_on_reconnect;
+        p->deadline = Clock::now() + call_opts.timeout.value_or(opts_.call_timeout) + extra_wait;
+        p->complete = std::move(done);
+        p->frame = repack_with_id(request, p->id, extra);
+        asio::post(io_, [this, p]() mutable {
+            if (!config_error_.empty()) {
+                p->done = true;
+                p->complete(Error(Code::bad_request, config_error_));
                 return;
             }
             start(p);
@@ -564,6 +594,13 @@ DUEQ_ASYNC(KickRequest)
 DUEQ_ASYNC(StatsRequest)
 DUEQ_ASYNC(StatusRequest)
 #undef DUEQ_ASYNC
+
+void Client::async_raw(std::string_view op, const msgpack::object& request,
+                       std::function<void(Result<ResponseFrame>)> done, CallOptions opts,
+                       milliseconds extra_wait,
+                       const std::vector<std::pair<std::string, bool>>& extra) {
+    impl_->submit_raw(op, request, std::move(done), opts, extra_wait, extra);
+}
 
 void Client::async(const TakeRequest& req, Callback<TakeResponse> done, CallOptions opts) {
     impl_->submit(req, std::move(done), opts, milliseconds(std::max<int64_t>(0, req.timeout_ms.value_or(0))));

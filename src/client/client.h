@@ -59,6 +59,7 @@
 #include <utility>
 #include <vector>
 
+#include "client/codec.h"
 #include "client/messages.h"
 #include "client/status.h"
 
@@ -132,6 +133,17 @@ public:
     void async(const KickRequest& req, Callback<KickResponse> done, CallOptions opts = {});
     void async(const StatsRequest& req, Callback<StatsResponse> done, CallOptions opts = {});
     void async(const StatusRequest& req, Callback<StatusResponse> done, CallOptions opts = {});
+
+    // Forwarding a request someone else encoded (dueq-proxy, a node relaying to another
+    // shard): `request` is the sender's request map; it goes out with this client's own id
+    // and `extra` boolean fields added, and follows redirects and reconnects like a typed
+    // call of the same `op` ("put", "take", ...). `done` gets the server's response frame,
+    // whatever its `ok`; an error only when no answer came (timeout, unavailable).
+    // `extra_wait` lengthens the deadline (a blocking take's timeout_ms).
+    void async_raw(std::string_view op, const msgpack::object& request,
+                   std::function<void(Result<ResponseFrame>)> done, CallOptions opts = {},
+                   std::chrono::milliseconds extra_wait = std::chrono::milliseconds(0),
+                   const std::vector<std::pair<std::string, bool>>& extra = {});
 
     // Pipelining with futures: submit many, then get() them in any order.
     template <class Req>

@@ -7,6 +7,8 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include <msgpack.hpp>
 
@@ -59,6 +61,15 @@ struct ResponseFrame {
 // (client/msgpack_check.h) before msgpack-c sees it. Errors: too_large (body over
 // max_frame_bytes), internal (not a msgpack map, no id, no ok, malformed error object).
 Result<ResponseFrame> decode_response(std::string_view body, const DecodeLimits& limits = {});
+
+// Forwarding (dueq-proxy, a node relaying to another shard). `map` is a request or a
+// response as a msgpack map; the result is a whole frame holding the same entries with
+// "id" set to `id` (added if it was missing). Extra fields are put after the others.
+std::string repack_with_id(const msgpack::object& map, uint64_t id,
+                           const std::vector<std::pair<std::string, bool>>& extra_bools = {});
+// The request body a client sent (already checked by the server), unpacked for
+// repack_with_id. Errors: bad_request when it is not one msgpack map.
+Result<std::shared_ptr<msgpack::object_handle>> unpack_request(std::string_view body);
 
 // Extract the typed result of an ok:true response. Errors: internal, naming the field that
 // is missing or has the wrong type. Unknown fields are ignored.

@@ -1,4 +1,5 @@
 // Response decoding: the envelope, then one typed extractor per result shape.
+#include <cstring>
 #include <limits>
 
 #include "client/codec.h"
@@ -202,6 +203,57 @@ Result<ResponseFrame> decode_response(std::string_view body, const DecodeLimits&
         if (Status st = decode_error(map, &frame.error); !st.ok()) return st.error();
     }
     return frame;
+}
+
+std::string repack_with_id(const msgpack::object& map, uint64_t id,
+                           const std::vector<std::pair<std::string, bool>>& extra_bools) {
+    msgpack::sbuffer buf;
+    buf.write("\0\0\0\0", 4);
+    msgpack::packer<msgpack::sbuffer> pk(buf);
+    std::uint32_t kept = 0;
+    auto is_id = [](const msgpack::object_kv& kv) {
+        return kv.key.type == msgpack::type::STR && kv.key.via.str.size == 2 &&
+               std::memcmp(kv.key.via.str.ptr, "id", 2) == 0;
+    };
+    if (map.type == msgpack::type::MAP)
+        for (std::uint32_t i = 0; i < map.via.map.size; ++i)
+            if (!is_id(map.via.map.ptr[i])) ++kept;
+    pk.pack_map(kept + 1 + std::uint32_t(extra_bools.size()));
+    auto str = [&](std::string_view v) {
+        pk.pack_str(std::uint32_t(v.size()));
+        pk.pack_str_body(v.data(), std::uint32_t(v.size()));
+    };
+    str("id");
+    pk.pack_uint64(id);
+    if (map.type == msgpack::type::MAP)
+        for (std::uint32_t i = 0; i < map.via.map.size; ++i) {
+            const auto& kv = map.via.map.ptr[i];
+            if (is_id(kv)) continue;
+            pk.pack(kv.key);
+            pk.pack(kv.val);
+        }
+    for (const auto& [name, value] : extra_bools) {
+        str(name);
+        pk.pack(value);
+    }
+    std::string frame(buf.data(), buf.size());
+    const auto n = std::uint32_t(frame.size() - 4);
+    frame[0] = char(n >> 24), frame[1] = char(n >> 16), frame[2] = char(n >> 8), frame[3] = char(n);
+    return frame;
+}
+
+Result<std::shared_ptr<msgpack::object_handle>> unpack_request(std::string_view body) {
+    if (body.empty() || !((static_cast<unsigned char>(body[0]) & 0xf0) == 0x80 ||
+                          body[0] == '\xde' || body[0] == '\xdf'))
+        return Error(Code::bad_request, "a request must be a msgpack map");
+    try {
+        const msgpack::unpack_limit cap(body.size(), body.size(), body.size(), body.size(),
+                                        body.size(), 64);
+        return std::make_shared<msgpack::object_handle>(
+            msgpack::unpack(body.data(), body.size(), nullptr, nullptr, cap));
+    } catch (const std::exception& e) {
+        return Error(Code::bad_request, std::string("request does not unpack: ") + e.what());
+    }
 }
 
 Status decode_result(const msgpack::object&, Empty*) { return ok_status(); }

@@ -12,7 +12,7 @@ namespace {
 
 using queue::Code;
 
-constexpr std::array<std::pair<std::string_view, Op>, 14> kOps{{
+constexpr std::array<std::pair<std::string_view, Op>, 15> kOps{{
     {"ping", Op::ping},
     {"hello", Op::hello},
     {"declare", Op::declare},
@@ -27,6 +27,7 @@ constexpr std::array<std::pair<std::string_view, Op>, 14> kOps{{
     {"kick", Op::kick},
     {"stats", Op::stats},
     {"status", Op::status},
+    {"shards", Op::shards},
 }};
 
 constexpr std::int64_t kMaxTakeTimeoutMs = 86'400'000;
@@ -49,6 +50,7 @@ struct Fields {
     std::optional<queue::PutMode> mode;
     bool consistency_leader = false;
     std::optional<std::string> token;
+    bool redirect = false, forwarded = false;
 };
 
 // Reads one field into the request; returns a failure naming the field.
@@ -139,6 +141,10 @@ std::optional<Fail> read_field(std::string_view name, const MsgValue& v, Fields&
             r.consistency_leader = true;
         else if (s != "local")
             return bad_type("\"local\" or \"leader\"");
+    } else if (name == "redirect" || name == "forwarded") {
+        auto b = v.as_bool();
+        if (!b) return bad_type("a boolean");
+        (name == "redirect" ? r.redirect : r.forwarded) = *b;
     } else if (name == "token") {
         auto s = v.as_str();
         if (!s) return bad_type("a string");
@@ -172,6 +178,8 @@ std::variant<Body, Fail> build_body(Op op, Fields&& r, const Limits& lim) {
                             r.consistency_leader};
         case Op::status:
             return GetStatus{};
+        case Op::shards:
+            return GetShards{};
         case Op::declare:
             if (r.max_attempts && *r.max_attempts > UINT32_MAX)
                 return Fail{Code::bad_request, "field 'max_attempts' is too large"};
@@ -263,6 +271,8 @@ std::variant<Request, RequestError> decode_request(std::string_view frame, const
         return RequestError{Code::bad_request,
                             "unknown op '" + std::string(op_name->substr(0, 64)) + "'", req.id};
     req.op = known->second;
+    req.redirect = fields.redirect;
+    req.forwarded = fields.forwarded;
     auto body = build_body(req.op, std::move(fields), limits);
     if (auto* f = std::get_if<Fail>(&body))
         return RequestError{f->code, std::move(f->message), req.id};

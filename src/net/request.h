@@ -27,7 +27,8 @@ enum class Op : std::uint8_t {
     bury,
     kick,
     stats,
-    status
+    status,
+    shards
 };
 const char* to_string(Op op);
 
@@ -47,17 +48,23 @@ struct GetStats {
     bool leader_only = false;
 };
 struct GetStatus {};
+struct GetShards {};
 // A command for the log. A take's session is the connection's, filled in by the node.
 struct Write {
     queue::Command command;
     std::int64_t wait_ms = 0;  // take: wait this long for a task to come due (0: answer now)
 };
-using Body = std::variant<Ping, Hello, GetTask, GetStats, GetStatus, Write>;
+using Body = std::variant<Ping, Hello, GetTask, GetStats, GetStatus, GetShards, Write>;
 
 struct Request {
     std::uint64_t id = 0;
     Op op = Op::ping;
     Body body;
+    // Sharding (docs/sharding.md): `redirect` asks a node that does not serve the key to
+    // answer wrong_shard instead of forwarding it; `forwarded` marks a request a node or
+    // proxy relayed, which is never relayed again.
+    bool redirect = false;
+    bool forwarded = false;
 };
 
 // Why a frame was refused. `id` is the request's id when it could be read (else 0),

@@ -50,6 +50,14 @@ void Node::on_admin_request(const admin::HttpRequest& req, admin::HttpServer::Re
         if (!loading_) body["mode"] = to_string(autonomy_->mode());
         return respond(json_response(reason.empty() ? 200 : 503, body.dump() + "\n"));
     }
+    if (p == "/reload-shards") {
+        if (req.method != "POST") return respond(json_response(405, R"({"error":"use POST"})"));
+        const std::string why = reload_shard_map();
+        json body{{"reloaded", why.empty()}, {"version", router_->map().version}};
+        if (!why.empty()) body["refused"] = why;
+        return respond(json_response(why.empty() ? 200 : 409, body.dump() + "\n"));
+    }
+    if (req.method == "POST") return respond(json_response(405, R"({"error":"GET only"})"));
     if (p == "/status") return respond(json_response(200, status_object().dump() + "\n"));
     if (p == "/cluster") return cluster_json(std::move(respond));
     if (p == "/metrics") return respond({200, admin::PromText::kContentType, metrics_text()});

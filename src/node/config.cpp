@@ -241,7 +241,7 @@ Config parse_config(const std::string& text, const std::string& source) {
     }
     check_keys(root, "top level",
                {"node", "cluster", "raft", "storage", "sessions", "limits", "queues", "log",
-                "admin"},
+                "admin", "shard"},
                source);
     Config c;
     const toml::table empty;
@@ -300,6 +300,13 @@ Config parse_config(const std::string& text, const std::string& source) {
     const auto& admin = section("admin");
     check_keys(admin, "admin", {"listen"}, source);
     c.admin_listen = get_str(admin, "listen", "", "admin", source);
+
+    const auto& shard = section("shard");
+    check_keys(shard, "shard", {"name", "map_file"}, source);
+    c.shard_name = get_str(shard, "name", "", "shard", source);
+    c.shard_map_file = get_str(shard, "map_file", "", "shard", source);
+    if (c.shard_name.empty() != c.shard_map_file.empty())
+        fail(source, "[shard] needs both name and map_file");
 
     const auto& limits = section("limits");
     check_keys(limits, "limits",
@@ -381,6 +388,10 @@ Config load_config_file(const std::string& path) {
         std::filesystem::path secret(c.secret_file);
         if (secret.is_relative()) secret = std::filesystem::path(path).parent_path() / secret;
         c.cluster_secret = read_secret_file(secret.string());
+    }
+    if (!c.shard_map_file.empty()) {
+        std::filesystem::path map(c.shard_map_file);
+        if (map.is_relative()) c.shard_map_file = (std::filesystem::path(path).parent_path() / map).string();
     }
     return c;
 }

@@ -73,6 +73,11 @@ struct Config {
     std::string log_format = "text";    // [log] format: "text" | "json"
     std::uint32_t slow_fsync_ms = 200;  // [log] a synced write slower than this is logged
     std::string admin_listen;           // [admin] listen: host:port of HTTP admin; empty: off
+    // [shard] (docs/sharding.md): the shard this node's Raft group serves, and the shard
+    // map file (relative paths are relative to the config file; load_config_file resolves
+    // it). Both empty: not sharded, the node serves every key.
+    std::string shard_name;
+    std::string shard_map_file;
     net::Limits limits;
     queue::QueueSettings queue_defaults;
     std::map<std::string, queue::QueueSettings> queues;

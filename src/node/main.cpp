@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 
 #include <csignal>
+#include <functional>
 #include <cstdlib>
 
 // Before Asio, in its own block: Boost 1.74's awaitable.hpp needs std::exchange in C++20.
@@ -146,6 +147,18 @@ int main(int argc, char** argv) {
         node.stop();
         io.stop();
     });
+    // SIGHUP rereads the shard map file ([shard] map_file); a map the node cannot serve by
+    // is refused with a log line and the old one stays. Connections are not touched.
+    boost::asio::signal_set reload(io, SIGHUP);
+    std::function<void()> wait_for_hup = [&] {
+        reload.async_wait([&](boost::system::error_code ec, int) {
+            if (ec) return;
+            spdlog::info("SIGHUP: rereading the shard map");
+            node.reload_shard_map();
+            wait_for_hup();
+        });
+    };
+    wait_for_hup();
     io.run();
     return 0;
 }

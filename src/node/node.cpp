@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <filesystem>
 
 #include "net/frame.h"
 #include "net/peer_handshake.h"
@@ -36,7 +37,11 @@ std::optional<std::string> Node::start() {
         return std::chrono::duration_cast<std::chrono::milliseconds>(to - from).count();
     };
     if (auto err = start_admin()) return err;
+    if (auto err = start_sharding()) return err;
     storage::Status st;
+    std::error_code made;
+    std::filesystem::create_directories(config_.data_dir, made);
+    if (made) return "cannot create data_dir " + config_.data_dir + ": " + made.message();
     db_ = storage::Database::open(config_.data_dir, config_.fsync, st, storage_env_);
     if (!db_) return st.message;
     const auto opened = Clock::now();
@@ -93,6 +98,7 @@ void Node::stop() {
     if (raft_io_) raft_io_->stop();             // flushes what is queued
     timer_.cancel();
     tick_timer_.cancel();
+    router_.reset();  // its clients' calls end now, their callbacks dropped
 }
 
 std::uint16_t Node::client_port() const {
@@ -144,6 +150,7 @@ void Node::on_frame(const ConnPtr& conn, std::string_view frame) {
         metrics_.requests.record(RequestMeter::slot(req.op), Code::unauthorized, started);
         return conn->close_after_send();
     }
+    if (route_elsewhere(conn, req, frame, started)) return;
     std::visit(
         [&](auto& body) {
             if constexpr (std::is_same_v<std::decay_t<decltype(body)>, net::Write>) {

@@ -33,6 +33,7 @@
 #include "node/replies.h"
 #include "node/write_path.h"
 #include "queue/store.h"
+#include "shard/router.h"
 #include "shell/raft_shell.h"
 #include "storage/database.h"
 
@@ -56,6 +57,10 @@ class Node {
     // A test-only defect of the Raft core or shell (raft/config.h); before start().
     void plant(raft::PlantedBug bug) { raft_bug_ = bug; }
 
+    // Rereads the shard map file (SIGHUP, the admin call). Returns "" when the new map is in
+    // use, else why it was refused (the old map stays).
+    std::string reload_shard_map();
+
     // For tests and tools: numbers the node has reached.
     std::uint64_t applied_index() const { return shell_ ? shell_->applied().index : 0; }
     const queue::Store& store() const { return shell_->store(); }
@@ -74,11 +79,19 @@ class Node {
     queue::Code handle(const ConnPtr& conn, std::uint64_t id, net::GetTask& get);
     queue::Code handle(const ConnPtr& conn, std::uint64_t id, net::GetStats& stats);
     queue::Code handle(const ConnPtr& conn, std::uint64_t id, net::GetStatus& status);
+    queue::Code handle(const ConnPtr& conn, std::uint64_t id, net::GetShards& shards);
     void handle(const ConnPtr& conn, std::uint64_t id, net::Write& write, net::Op op,
                 RequestMeter::Clock::time_point started);
     StatusInfo status_info() const;
     void send_error(const ConnPtr& conn, std::uint64_t id, queue::Code code,
                     const std::string& message) const;
+
+    // --- shards: the map, and requests for keys of other shards (node_shards.cpp) ---
+    std::optional<std::string> start_sharding();
+    // True when the request's key belongs to another shard: it has been forwarded there or
+    // answered wrong_shard.
+    bool route_elsewhere(const ConnPtr& conn, const net::Request& req, std::string_view frame,
+                         RequestMeter::Clock::time_point started);
 
     // --- the Raft shell and the write path: start, ticks, timer (node_raft.cpp) ---
     shell::ShellConfig shell_config() const;
@@ -128,6 +141,9 @@ class Node {
     rocksdb::Env* storage_env_ = nullptr;
     NodeMetrics metrics_;
     std::unique_ptr<admin::HttpServer> admin_;
+    // Always set once started: a node without [shard] routes by a map of one shard.
+    std::unique_ptr<shard::Router> router_;
+    std::size_t own_shard_ = 0;
 };
 
 }  // namespace dueq::node

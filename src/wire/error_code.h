@@ -23,10 +23,11 @@ enum class Code : std::uint8_t {
     unavailable,
     unauthorized,
     internal,
+    wrong_shard,  // the key belongs to another shard and the client asked for a redirect
     unknown,  // client side: a code this version does not know (never sent)
 };
 
-inline constexpr std::array<std::pair<Code, std::string_view>, 13> kCodeNames{{
+inline constexpr std::array<std::pair<Code, std::string_view>, 14> kCodeNames{{
     {Code::ok, "ok"},
     {Code::bad_request, "bad_request"},
     {Code::not_found, "not_found"},
@@ -39,6 +40,7 @@ inline constexpr std::array<std::pair<Code, std::string_view>, 13> kCodeNames{{
     {Code::unavailable, "unavailable"},
     {Code::unauthorized, "unauthorized"},
     {Code::internal, "internal"},
+    {Code::wrong_shard, "wrong_shard"},
     {Code::unknown, "unknown"},
 }};
 

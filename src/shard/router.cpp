@@ -1,0 +1,101 @@
+#include "shard/router.h"
+
+#include "net/frame.h"
+
+namespace dueq::shard {
+
+namespace asio = boost::asio;
+
+Router::Router(asio::io_context& io, ShardMap map, RouterOptions options)
+    : io_(io), map_(std::move(map)), options_(std::move(options)) {
+    clients_.resize(map_.shards.size());
+}
+
+Router::~Router() {
+    *alive_ = false;
+}
+
+void Router::set_map(ShardMap next) {
+    std::vector<std::unique_ptr<client::Client>> kept(next.shards.size());
+    for (std::size_t i = 0; i < next.shards.size(); ++i) {
+        const auto was = map_.find(next.shards[i].name);
+        if (!was || !clients_[*was]) continue;
+        const auto& a = map_.shards[*was].members;
+        const auto& b = next.shards[i].members;
+        const bool same = a.size() == b.size() &&
+                          std::equal(a.begin(), a.end(), b.begin(), [](const auto& x, const auto& y) {
+                              return x.id == y.id && x.client == y.client;
+                          });
+        if (same) kept[i] = std::move(clients_[*was]);
+    }
+    clients_ = std::move(kept);  // the others are destroyed: their calls end `unavailable`
+    map_ = std::move(next);
+}
+
+client::Client& Router::client_for(std::size_t shard) {
+    auto& c = clients_.at(shard);
+    if (!c) {
+        client::ClientOptions o;
+        o.seeds.clear();
+        for (const auto& m : map_.shards[shard].members) o.seeds.push_back(m.client);
+        o.call_timeout = options_.call_timeout;
+        o.token = options_.token;
+        c = std::make_unique<client::Client>(std::move(o));
+    }
+    return *c;
+}
+
+void Router::call(std::size_t shard, std::string_view op, const msgpack::object& request, Done done,
+                  std::chrono::milliseconds extra_wait) {
+    std::weak_ptr<bool> alive = alive_;
+    auto on_answer = [this, alive, done = std::move(done)](
+                         client::Result<client::ResponseFrame> r) mutable {
+        asio::post(io_, [alive, done = std::move(done), r = std::move(r)]() mutable {
+            if (auto a = alive.lock(); a && *a) done(std::move(r));
+        });
+    };
+    client_for(shard).async_raw(op, request, std::move(on_answer), {}, extra_wait,
+                                {{"forwarded", true}});
+}
+
+void Router::relay(std::size_t shard, std::string_view op, const msgpack::object& request,
+                   std::uint64_t reply_id, std::function<void(std::string)> done,
+                   std::chrono::milliseconds extra_wait) {
+    const std::string name = map_.shards.at(shard).name;
+    call(
+        shard, op, request,
+        [reply_id, name, done = std::move(done)](client::Result<client::ResponseFrame> r) {
+            if (!r.ok()) return done(no_answer_frame(reply_id, name, r.error()));
+            done(client::repack_with_id(*r->map, reply_id));
+        },
+        extra_wait);
+}
+
+std::string Router::known_leader(std::size_t shard) const {
+    return shard < clients_.size() && clients_[shard] ? clients_[shard]->current_address() : "";
+}
+
+std::string Router::leader_hint(std::size_t shard) const {
+    auto at = known_leader(shard);
+    return at.empty() ? map_.shards.at(shard).members.front().client : at;
+}
+
+std::size_t Router::open_clients() const {
+    std::size_t n = 0;
+    for (const auto& c : clients_) n += c != nullptr;
+    return n;
+}
+
+std::string no_answer_frame(std::uint64_t reply_id, const std::string& name,
+                            const client::Error& error) {
+    // The client library says `unavailable` both for "never sent" and for "the connection
+    // broke after sending" (or "closing"); only the first means not applied, and its
+    // message tells them apart. Relayed, every other failure reads as what it is: outcome
+    // unknown.
+    const bool never_sent = error.code == wire::Code::unavailable &&
+                            error.message.rfind("no dueq server reachable", 0) == 0;
+    const auto code = never_sent ? wire::Code::unavailable : wire::Code::timeout;
+    return net::error_frame(reply_id, code, "shard '" + name + "': " + error.message);
+}
+
+}  // namespace dueq::shard

@@ -1,0 +1,80 @@
+// Sends requests to the leaders of shards (docs/sharding.md): what a node does with a
+// request for a key of another shard, and what dueq-proxy does with every request.
+//
+// One client::Client per shard, made on first use, whose seeds are that shard's members:
+// it finds the leader by following not_leader redirects, reconnects after a failure and
+// pipelines everything on one connection. So a router holds one connection per shard it
+// has talked to, whatever the number of its own clients: a node's connections grow
+// linearly with the number of shards, not with the number of clients.
+//
+// Threads: call from the io_context's thread; every callback runs there too.
+#pragma once
+
+#include <utility>  // before Asio: Boost 1.74 uses std::exchange without it
+
+#include <boost/asio.hpp>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "client/client.h"
+#include "shard/shard_map.h"
+
+namespace dueq::shard {
+
+struct RouterOptions {
+    std::optional<std::string> token;  // said in hello when the shards require one
+    std::chrono::milliseconds call_timeout{10'000};
+    std::string own_shard;  // a node's own shard: never dialed ("" for a proxy)
+};
+
+class Router {
+  public:
+    Router(boost::asio::io_context& io, ShardMap map, RouterOptions options);
+    ~Router();
+
+    const ShardMap& map() const { return map_; }
+    // Swaps in a new map (already checked by the caller). Clients of shards whose members
+    // changed are replaced; calls in flight on them complete with `unavailable`.
+    void set_map(ShardMap next);
+
+    using Done = std::function<void(client::Result<client::ResponseFrame>)>;
+    // Sends `request` (a client's request map) to shard `shard`, marked as forwarded.
+    // `extra_wait`: a blocking take's timeout_ms, added to the deadline.
+    void call(std::size_t shard, std::string_view op, const msgpack::object& request, Done done,
+              std::chrono::milliseconds extra_wait = std::chrono::milliseconds(0));
+    // call(), then the answer as a frame for the original client: its own `reply_id`, or
+    // an error frame when no answer came (timeout: the outcome is unknown).
+    void relay(std::size_t shard, std::string_view op, const msgpack::object& request,
+               std::uint64_t reply_id, std::function<void(std::string frame)> done,
+               std::chrono::milliseconds extra_wait = std::chrono::milliseconds(0));
+
+    // Where shard `shard`'s leader was last seen (the address its client is connected to),
+    // else its first member's address.
+    std::string leader_hint(std::size_t shard) const;
+    // The address shard `shard`'s client is connected to ("" when none): after one call,
+    // that shard's leader, since the client follows not_leader there.
+    std::string known_leader(std::size_t shard) const;
+    // Shards this router holds a client for (for status pages and tests).
+    std::size_t open_clients() const;
+
+  private:
+    client::Client& client_for(std::size_t shard);
+
+    boost::asio::io_context& io_;
+    ShardMap map_;
+    RouterOptions options_;
+    std::vector<std::unique_ptr<client::Client>> clients_;  // by shard index; null until used
+    // Callbacks come on the clients' own threads and are posted here; once the router is
+    // gone they must not run.
+    std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+// The error frame for a call that got no answer from shard `name`.
+std::string no_answer_frame(std::uint64_t reply_id, const std::string& name,
+                            const client::Error& error);
+
+}  // namespace dueq::shard

@@ -1,0 +1,73 @@
+// The shard map (docs/sharding.md): which Raft group serves a key. A key's bucket is a
+// hash of (queue, key) modulo a fixed bucket count; the map assigns every bucket to one
+// shard. Buckets, not keys, are what a later change would move between shards, so the
+// bucket count never changes for the life of a deployment, while the assignment carries a
+// version that grows with every change and that every node and proxy reports.
+//
+// The map lives in its own TOML file, shared by every node and proxy, so that one edit
+// and a SIGHUP changes it everywhere.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dueq::shard {
+
+struct MapError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+struct ShardMember {
+    std::string id;
+    std::string client;  // host:port clients (and forwarding nodes) reach it at
+};
+
+struct Shard {
+    std::string name;
+    std::vector<ShardMember> members;
+    // Inclusive bucket ranges, sorted, not overlapping.
+    std::vector<std::pair<std::uint32_t, std::uint32_t>> buckets;
+};
+
+inline constexpr std::uint32_t kMaxBuckets = 65536;
+
+struct ShardMap {
+    std::uint64_t version = 0;
+    std::uint32_t bucket_count = 1;
+    std::vector<Shard> shards;
+    std::vector<std::uint16_t> owner;  // bucket -> index into shards
+
+    std::uint32_t bucket_of(std::string_view queue, std::string_view key) const;
+    // Index into shards of the shard serving (queue, key).
+    std::size_t shard_of(std::string_view queue, std::string_view key) const {
+        return owner[bucket_of(queue, key)];
+    }
+    // Index of the shard named `name`, or nullopt.
+    std::optional<std::size_t> find(std::string_view name) const;
+    // How many buckets shard i owns.
+    std::uint32_t bucket_total(std::size_t i) const;
+};
+
+// The bucket hash, fixed by the protocol so that clients in any language route alike:
+// 64-bit FNV-1a over the queue's bytes, one 0x00 byte, then the key's bytes.
+std::uint64_t fnv1a64(std::string_view queue, std::string_view key);
+
+// Parses the map's TOML text; `source` names it in errors. Every bucket must belong to
+// exactly one shard, shard names and member addresses must be unique.
+ShardMap parse_shard_map(const std::string& text, const std::string& source);
+ShardMap load_shard_map_file(const std::string& path);
+
+// The map a node without [shard] routes by: one shard, named `name`, owning every bucket.
+ShardMap single_shard_map(const std::string& name, std::vector<ShardMember> members);
+
+// Why a node serving shard `own` must refuse to switch from `current` to `next`, or "" if
+// it may. Buckets cannot move while the node runs (nothing migrates their tasks), so its
+// own shard must keep exactly its buckets, and the bucket count and the shard's name stay.
+// A version that does not grow is refused too, so two different maps never share one.
+std::string reload_refusal(const ShardMap& current, const ShardMap& next, const std::string& own);
+
+}  // namespace dueq::shard

@@ -1,0 +1,18 @@
+// The answer to the `shards` op (docs/protocol.md), the same from a node and a proxy.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "shard/shard_map.h"
+
+namespace dueq::shard {
+
+// {id, ok, version, buckets, hash: "fnv1a64", shard: own ("" from a proxy),
+//  shards: [{name, buckets: [[first, last], ...], members: [{id, client}], leader}]}.
+// `leaders[i]` is the best known client address of shard i's leader ("" when unknown).
+std::string shards_reply(std::uint64_t id, const ShardMap& map, const std::string& own,
+                         const std::vector<std::string>& leaders);
+
+}  // namespace dueq::shard
