@@ -42,7 +42,8 @@ int main(int argc, char** argv) {
     app.add_option("--plant", plant,
                    "tests only: run with a deliberate defect of the Raft shell "
                    "(reply_before_commit: the leader answers writes before they commit; "
-                   "shell_applies_uncommitted, lease_from_local_clock; merge_dropped: no "
+                   "shell_applies_uncommitted, lease_from_local_clock; shard_serves_every_key: "
+                   "keys of other shards are served here instead of forwarded; merge_dropped: no "
                    "write of autonomous mode is ever merged) or of the Raft core "
                    "(apply_uncommitted, commit_prior_term, vote_before_persist, "
                    "vote_for_stale_log, ack_before_persist); docs/simulation.md; needs a "
@@ -133,6 +134,18 @@ int main(int argc, char** argv) {
         return 2;
 #endif
     }
+    // SIGHUP rereads the shard map file ([shard] map_file); a map the node cannot serve by
+    // is refused with a log line and the old one stays. Connections are not touched.
+    boost::asio::signal_set reload(io, SIGHUP);
+    std::function<void()> wait_for_hup = [&] {
+        reload.async_wait([&](boost::system::error_code ec, int) {
+            if (ec) return;
+            spdlog::info("SIGHUP: rereading the shard map");
+            node.reload_shard_map();
+            wait_for_hup();
+        });
+    };
+    wait_for_hup();
     if (auto err = node.start()) {
         spdlog::critical("{}", *err);
         return 1;
@@ -147,18 +160,6 @@ int main(int argc, char** argv) {
         node.stop();
         io.stop();
     });
-    // SIGHUP rereads the shard map file ([shard] map_file); a map the node cannot serve by
-    // is refused with a log line and the old one stays. Connections are not touched.
-    boost::asio::signal_set reload(io, SIGHUP);
-    std::function<void()> wait_for_hup = [&] {
-        reload.async_wait([&](boost::system::error_code ec, int) {
-            if (ec) return;
-            spdlog::info("SIGHUP: rereading the shard map");
-            node.reload_shard_map();
-            wait_for_hup();
-        });
-    };
-    wait_for_hup();
     io.run();
     return 0;
 }

@@ -26,6 +26,8 @@ std::string_view to_string(PlantedBug b) {
             return "reply_before_commit";
         case PlantedBug::merge_dropped:
             return "merge_dropped";
+        case PlantedBug::shard_serves_every_key:
+            return "shard_serves_every_key";
     }
     return "?";
 }
@@ -35,7 +37,7 @@ bool parse_planted_bug(std::string_view name, PlantedBug& out) {
                    PlantedBug::vote_before_persist, PlantedBug::apply_uncommitted,
                    PlantedBug::ack_before_persist, PlantedBug::shell_applies_uncommitted,
                    PlantedBug::lease_from_local_clock, PlantedBug::reply_before_commit,
-                   PlantedBug::merge_dropped}) {
+                   PlantedBug::merge_dropped, PlantedBug::shard_serves_every_key}) {
         if (to_string(b) == name) {
             out = b;
             return true;

@@ -1,4 +1,5 @@
 // dueq-proxy: routes clients to the shards of a sharded dueq (docs/sharding.md).
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
@@ -59,6 +60,8 @@ int main(int argc, char** argv) {
         std::cerr << "dueq-proxy: unknown log level '" << log_level << "'\n";
         return 2;
     }
+    // Logs go to stderr; stdout carries only the "listening on port" line for scripts.
+    spdlog::set_default_logger(spdlog::stderr_color_mt("dueq-proxy"));
     spdlog::set_level(level);
     spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ [" + o.name + "] %v");
     o.session_grace = std::chrono::milliseconds(grace_ms);
@@ -67,12 +70,7 @@ int main(int argc, char** argv) {
 
     boost::asio::io_context io(1);
     dueq::shard::Proxy proxy(io, o);
-    if (auto err = proxy.start()) {
-        spdlog::critical("{}", *err);
-        return 1;
-    }
-    // Scripts read this line to learn the port (useful with --listen 127.0.0.1:0).
-    std::cout << "dueq-proxy listening on port " << proxy.port() << std::endl;
+    // The handlers are in place before the port line: a script may signal at once after it.
     boost::asio::signal_set signals(io, SIGINT, SIGTERM);
     signals.async_wait([&](boost::system::error_code, int sig) {
         spdlog::info("signal {}: stopping", sig);
@@ -89,6 +87,12 @@ int main(int argc, char** argv) {
         });
     };
     wait_for_hup();
+    if (auto err = proxy.start()) {
+        spdlog::critical("{}", *err);
+        return 1;
+    }
+    // Scripts read this line to learn the port (useful with --listen 127.0.0.1:0).
+    std::cout << "dueq-proxy listening on port " << proxy.port() << std::endl;
     io.run();
     return 0;
 }

@@ -184,12 +184,15 @@ std::string reload_refusal(const ShardMap& current, const ShardMap& next, const 
     if (next.bucket_count != current.bucket_count)
         return "it changes the bucket count from " + std::to_string(current.bucket_count) +
                " to " + std::to_string(next.bucket_count) + ", which would move every key";
-    if (own.empty()) return "";
-    const auto was = current.find(own), now = next.find(own);
-    if (!now) return "it has no shard named '" + own + "', the shard this node serves";
-    if (was && current.shards[*was].buckets != next.shards[*now].buckets)
-        return "it moves buckets to or from shard '" + own +
-               "', and this node cannot move their tasks";
+    if (!own.empty() && !next.find(own))
+        return "it has no shard named '" + own + "', the shard this node serves";
+    for (std::uint32_t b = 0; b < next.bucket_count; ++b) {
+        const auto& was = current.shards[current.owner[b]].name;
+        const auto& now = next.shards[next.owner[b]].name;
+        if (was != now)
+            return "it moves bucket " + std::to_string(b) + " from shard '" + was +
+                   "' to shard '" + now + "', and nothing moves a bucket's tasks yet";
+    }
     return "";
 }
 

@@ -64,10 +64,11 @@ ShardMap load_shard_map_file(const std::string& path);
 // The map a node without [shard] routes by: one shard, named `name`, owning every bucket.
 ShardMap single_shard_map(const std::string& name, std::vector<ShardMember> members);
 
-// Why a node serving shard `own` must refuse to switch from `current` to `next`, or "" if
-// it may. Buckets cannot move while the node runs (nothing migrates their tasks), so its
-// own shard must keep exactly its buckets, and the bucket count and the shard's name stay.
-// A version that does not grow is refused too, so two different maps never share one.
+// Why a node serving shard `own` (a proxy: "") must refuse to switch from `current` to
+// `next`, or "" if it may. Nothing moves a bucket's tasks between shards yet, so every
+// bucket must stay with the shard (by name) that has it; the bucket count stays, and a
+// node's own shard must still be there. A version that does not grow is refused too, so
+// two different maps never share one.
 std::string reload_refusal(const ShardMap& current, const ShardMap& next, const std::string& own);
 
 }  // namespace dueq::shard

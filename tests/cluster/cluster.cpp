@@ -140,13 +140,17 @@ std::string payload_string(const std::string& msgpack_bytes) {
     }
 }
 
+bool test_case_failed() {
+    return g_test_failed;
+}
+
 Cluster::Cluster(const std::string& name, ClusterOptions options)
     : options_(std::move(options)), dir_(fresh_dir("cluster-" + name)) {
     REQUIRE((options_.nodes == 1 || options_.nodes == 3 || options_.nodes == 5));
     const auto ports = free_loopback_ports(2 * options_.nodes);
     for (int i = 0; i < options_.nodes; ++i) {
         Node n;
-        n.id = "n" + std::to_string(i + 1);
+        n.id = options_.node_prefix + std::to_string(i + 1);
         n.client_port = ports[std::size_t(2 * i)];
         n.peer_port = ports[std::size_t(2 * i + 1)];
         nodes_.push_back(std::move(n));
@@ -222,6 +226,11 @@ void Cluster::start(int i) {
 void Cluster::start_all() {
     for (int i = 0; i < size(); ++i)
         if (!running(i)) start(i);
+}
+
+pid_t Cluster::pid(int i) const {
+    const auto& n = nodes_.at(std::size_t(i));
+    return n.process ? n.process->pid() : -1;
 }
 
 void Cluster::kill9(int i) {

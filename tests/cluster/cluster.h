@@ -51,10 +51,14 @@ struct NodeStatus {
     std::vector<PeerStatus> peers;
 };
 
+// True once an assertion of the running test case has failed (harnesses keep their logs).
+bool test_case_failed();
+
 struct ClusterOptions {
     // 1: one standalone node without [cluster] and [raft] (runs against a dueqd without
     // replication, to try the harness itself); 3: the usual cluster.
     int nodes = 3;
+    std::string node_prefix = "n";  // node ids are prefix + 1, 2, ...
     int tick_ms = 10;
     int heartbeat_ms = 50;
     int election_timeout_ms = 500;
@@ -90,9 +94,10 @@ class Cluster {
     void pause(int i);      // SIGSTOP: the process freezes, its sockets stay open
     void resume(int i);     // SIGCONT
     bool running(int i) const;
+    pid_t pid(int i) const;  // node i's process id (-1 when it is not running)
     std::vector<int> running_nodes() const;
 
-    std::string node_id(int i) const;         // "n1", "n2", ...
+    std::string node_id(int i) const;         // "n1", "n2", ... (ClusterOptions::node_prefix)
     std::string client_address(int i) const;  // "127.0.0.1:port"
     std::uint16_t client_port(int i) const;
     std::uint16_t peer_port(int i) const;
