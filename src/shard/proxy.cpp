@@ -12,21 +12,6 @@ namespace dueq::shard {
 namespace asio = boost::asio;
 using wire::Code;
 
-void pack_str(Packer& pk, std::string_view s) {
-    pk.pack_str(std::uint32_t(s.size()));
-    pk.pack_str_body(s.data(), std::uint32_t(s.size()));
-}
-
-MsgHandle request_map(std::string_view op, std::uint32_t entries,
-                      const std::function<void(Packer&)>& pack_entries) {
-    msgpack::sbuffer buf;
-    Packer pk(buf);
-    pk.pack_map(entries + 1);
-    pack_str(pk, "op"), pack_str(pk, op);
-    pack_entries(pk);
-    return std::make_shared<msgpack::object_handle>(msgpack::unpack(buf.data(), buf.size()));
-}
-
 Proxy::Proxy(asio::io_context& io, ProxyOptions options) : io_(io), options_(std::move(options)) {}
 
 Proxy::~Proxy() {
@@ -120,7 +105,10 @@ void Proxy::on_frame(const ConnPtr& conn, std::string_view frame) {
             return to_every_shard(conn, req, frame);
         return std::visit(
             [&](const auto& c) {
-                if constexpr (requires { c.key; }) keyed(conn, req, frame, c.queue, c.key);
+                if constexpr (requires { c.key; })
+                    keyed(conn, req, frame, c.queue, c.key);
+                else  // not a client op: decode_request never makes one
+                    conn->send(net::error_frame(req.id, Code::bad_request, "not a client op"));
             },
             write->command);
     }

@@ -31,6 +31,7 @@
 #include "net/limits.h"
 #include "net/request.h"
 #include "net/server.h"
+#include "shard/request_map.h"
 #include "shard/router.h"
 
 namespace dueq::shard {
@@ -108,13 +109,5 @@ class Proxy {
     std::size_t take_rotation_ = 0;  // the shard a take asks first turns with every take
     bool stopped_ = false;
 };
-
-using MsgHandle = std::shared_ptr<msgpack::object_handle>;
-using Packer = msgpack::packer<msgpack::sbuffer>;
-// A request the proxy makes itself: {"op": op, ...} with `entries` more (name, value)
-// pairs that `pack_entries` packs, unpacked for Router::call.
-MsgHandle request_map(std::string_view op, std::uint32_t entries,
-                      const std::function<void(Packer&)>& pack_entries);
-void pack_str(Packer& pk, std::string_view s);
 
 }  // namespace dueq::shard

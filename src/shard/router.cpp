@@ -48,9 +48,11 @@ client::Client& Router::client_for(std::size_t shard) {
 void Router::call(std::size_t shard, std::string_view op, const msgpack::object& request, Done done,
                   std::chrono::milliseconds extra_wait) {
     std::weak_ptr<bool> alive = alive_;
-    auto on_answer = [this, alive, done = std::move(done)](
+    // Runs on the client's thread, possibly while the router is being destroyed (a client
+    // completes its calls as it closes): it touches nothing of the router but the io_context.
+    auto on_answer = [io = &io_, alive, done = std::move(done)](
                          client::Result<client::ResponseFrame> r) mutable {
-        asio::post(io_, [alive, done = std::move(done), r = std::move(r)]() mutable {
+        asio::post(*io, [alive, done = std::move(done), r = std::move(r)]() mutable {
             if (auto a = alive.lock(); a && *a) done(std::move(r));
         });
     };

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "cluster/cluster.h"
-#include "shard/proxy.h"
+#include "shard/request_map.h"
 #include "shard/shard_map.h"
 
 namespace dueq::test {

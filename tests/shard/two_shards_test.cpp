@@ -9,6 +9,7 @@
 #include <set>
 #include <thread>
 
+#include "shard/sharded_client.h"
 #include "shard/two_shards.h"
 
 using namespace dueq;
@@ -77,7 +78,7 @@ TEST_CASE("keys land on the shard their bucket names, whichever node or proxy th
     const auto map = d.map();
     // A third of the keys through a node of shard a, a third through shard b, a third
     // through the proxy: the nodes forward what is not theirs.
-    constexpr int kKeys = 3000;
+    constexpr int kKeys = 3400;
     {
         auto via_a = d.shard(0).client({1});
         auto via_b = d.shard(1).client({2});
@@ -86,7 +87,34 @@ TEST_CASE("keys land on the shard their bucket names, whichever node or proxy th
         client::Client via_proxy(po);
         put_keys(*via_a, "tokens", 0, 1000);
         put_keys(*via_b, "tokens", 1000, 2000);
-        put_keys(via_proxy, "tokens", 2000, kKeys);
+        put_keys(via_proxy, "tokens", 2000, 3000);
+        // A client that routes by itself: the map from any node, then each key straight to
+        // its shard.
+        shard::ShardedClientOptions so;
+        so.client.seeds = {d.shard(1).client_address(0)};
+        shard::ShardedClient routed(so);
+        REQUIRE(routed.map());
+        CHECK(routed.map()->version == 1);
+        for (int i = 3000; i < kKeys; ++i) {
+            client::PutRequest put;
+            put.queue = "tokens";
+            put.key = key_name(i);
+            put.payload = "\xa1x";
+            REQUIRE(routed.put(put).ok());
+        }
+        client::TakeRequest take;
+        take.queue = "tokens";
+        take.count = 5;
+        auto taken = routed.take(take);  // the puts above are due now
+        REQUIRE(taken.ok());
+        CHECK(taken->tasks.size() == 5);
+        for (const auto& t : taken->tasks) {
+            client::ReleaseRequest release;
+            release.queue = "tokens";
+            release.key = t.key;
+            release.lease = t.lease;
+            CHECK(routed.release(release).ok());
+        }
     }
     const auto [want_a, want_b] = expected_split(map, "tokens", kKeys);
     CHECK(want_a > 1200);  // both shards get a fair part

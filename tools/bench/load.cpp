@@ -190,7 +190,14 @@ class Worker {
         }
     }
 
-    std::uint64_t random_key() { return rng_() % o_.keys; }
+    std::uint64_t key_count() const {
+        return o_.key_numbers.empty() ? o_.keys : o_.key_numbers.size();
+    }
+    // The key of the i-th allowed key number.
+    std::string key_at(std::uint64_t i) const {
+        return key_of(o_.key_numbers.empty() ? i : o_.key_numbers[i], o_.key_bytes);
+    }
+    std::uint64_t random_key() { return rng_() % key_count(); }
 
     void issue(std::size_t c) {
         const auto now = Clock::now();
@@ -200,7 +207,7 @@ class Worker {
         const bool is_get = o_.scenario == Scenario::get ||
                             (o_.scenario == Scenario::mixed &&
                              std::uniform_real_distribution<double>(0, 1)(rng_) < o_.read_share);
-        const auto key = key_of(random_key(), o_.key_bytes);
+        const auto key = key_at(random_key());
         if (is_get) {
             conns_[c]->get(o_.queue, key, [this, c, now](Reply r) {
                 // A front end reading a token that was never written is not a failure of
@@ -223,17 +230,17 @@ class Worker {
     void issue_preload(std::size_t c) {
         if (sh_.stop || conns_[c]->broken() || Clock::now() >= sh_.hard_stop) return slot_done();
         const auto i = sh_.issued.fetch_add(1, std::memory_order_relaxed);
-        if (i >= o_.keys) return slot_done();
+        if (i >= key_count()) return slot_done();
         std::int64_t time = o_.base_time_ms ? o_.base_time_ms : sh_.wall_start + o_.time_offset_ms;
         if (o_.spread_ms > 0)
             time += std::int64_t((long double)(i) * (long double)(o_.spread_ms) /
-                                 (long double)(o_.keys));
+                                 (long double)(key_count()));
         const auto t0 = Clock::now();
         const std::string_view payload =
             noise_.empty()
                 ? std::string_view(payload_)
                 : std::string_view(noise_).substr((i * 7919) % (1u << 20), o_.payload_bytes);
-        conns_[c]->put(o_.queue, key_of(i, o_.key_bytes), payload, time, [this, c, t0](Reply r) {
+        conns_[c]->put(o_.queue, key_at(i), payload, time, [this, c, t0](Reply r) {
             record(Op::put, t0, Clock::now(), r);
             if (!r.ok) {
                 std::fprintf(stderr, "\npreload: put failed: %s\n", r.error.c_str());

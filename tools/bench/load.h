@@ -50,6 +50,10 @@ struct LoadOptions {
     double read_share = 0.9;  // mixed: share of front-end ops that are gets
     bool progress = true;
     int connect_timeout_ms = 5000;
+    // Key numbers in [0, keys) the load may use; empty: all of them. dueq-bench fills it
+    // with the keys of one shard (--only-shard), so that a shard's leader can be loaded
+    // without forwarding, or with forwarding only.
+    std::vector<std::uint64_t> key_numbers;
 };
 
 struct OpStats {

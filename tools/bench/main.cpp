@@ -15,6 +15,7 @@
 #include "drill.h"
 #include "failover.h"
 #include "load.h"
+#include "shard/shard_map.h"
 #include "probes.h"
 #include "report.h"
 
@@ -163,6 +164,7 @@ int main(int argc, char** argv) {
          "pipeline allows; due times spread over --spread-ms from now + --time-offset-ms"},
     };
     std::map<CLI::App*, Scenario> scenario_of;
+    std::string shard_map, only_shard;
     for (const auto& s : subs) {
         auto* c = app.add_subcommand(s.name, s.help);
         add_target(c, common, addrs);
@@ -187,6 +189,14 @@ int main(int argc, char** argv) {
                           "first due time relative to now (negative: already due)")
                 ->capture_default_str();
         }
+        c->add_option("--shard-map", shard_map,
+                      "dueq, sharded: the shard map file (docs/sharding.md), for --only-shard")
+            ->check(CLI::ExistingFile);
+        c->add_option("--only-shard", only_shard,
+                      "dueq, sharded: use only those of the --keys keys that belong to this "
+                      "shard (e.g. to load a shard's leader without forwarding, or a node of "
+                      "another shard with forwarding only)")
+            ->needs("--shard-map");
         scenario_of[c] = s.scenario;
     }
 
@@ -322,6 +332,16 @@ int main(int argc, char** argv) {
             load.addrs = leader_only(kind, addrs);
             load.scenario = scenario;
             load.progress = !common.quiet;
+            if (!only_shard.empty()) {
+                const auto map = dueq::shard::load_shard_map_file(shard_map);
+                const auto index = map.find(only_shard);
+                if (!index) throw std::runtime_error("no shard '" + only_shard + "' in " + shard_map);
+                for (std::uint64_t i = 0; i < load.keys; ++i)
+                    if (map.shard_of(load.queue, key_of(i, load.key_bytes)) == *index)
+                        load.key_numbers.push_back(i);
+                if (load.key_numbers.empty())
+                    throw std::runtime_error("none of the keys belongs to shard " + only_shard);
+            }
             std::vector<LoadResult> results;
             if (load.preload && (scenario == Scenario::get || scenario == Scenario::refresh ||
                                  scenario == Scenario::mixed)) {

@@ -11,6 +11,7 @@
 namespace dueq::dueqctl {
 
 void add_status_command(CLI::App& app, Context& ctx);
+void add_shards_command(CLI::App& app, Context& ctx);
 
 namespace {
 
@@ -57,6 +58,7 @@ void add_simple_commands(CLI::App& app, Context& ctx) {
             "  dueqctl ping\n  dueqctl --addr 10.0.0.2:7700 ping --json\n",
             [&ctx] { return run_ping(ctx); });
     add_status_command(app, ctx);
+    add_shards_command(app, ctx);
     auto queue = std::make_shared<std::string>();
     auto* stats = command(app, ctx, "stats",
                           "Count tasks by status, with the next due and the oldest late task, "

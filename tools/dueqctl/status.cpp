@@ -11,6 +11,7 @@
 
 #include "command_util.h"
 #include "output.h"
+#include "shards.h"
 
 namespace dueq::dueqctl {
 namespace {
@@ -21,10 +22,10 @@ struct NodeView {
     Json status;                         // the status result map, as JSON
 };
 
-std::vector<NodeView> ask_all(const Context& ctx) {
+std::vector<NodeView> ask_all(const Context& ctx, const std::vector<std::string>& addrs) {
     std::vector<std::unique_ptr<client::Client>> clients;
     std::vector<std::future<client::Result<client::StatusResponse>>> answers;
-    for (const auto& address : ctx.addrs) {
+    for (const auto& address : addrs) {
         client::ClientOptions opts;
         opts.seeds = {address};
         opts.call_timeout = std::chrono::milliseconds(ctx.timeout_ms);
@@ -36,7 +37,7 @@ std::vector<NodeView> ask_all(const Context& ctx) {
     std::vector<NodeView> views;
     for (std::size_t i = 0; i < answers.size(); ++i) {
         auto r = answers[i].get();
-        NodeView v{ctx.addrs[i], std::nullopt, Json::object()};
+        NodeView v{addrs[i], std::nullopt, Json::object()};
         if (r.ok())
             v.status = payload_json(r->raw);
         else
@@ -150,17 +151,73 @@ bool leader_known(const std::vector<NodeView>& views) {
     return false;
 }
 
-int run_status(Context& ctx, const std::string& wait_leader) {
+// One shard's (or the only cluster's) members, asked until one knows a leader or the
+// deadline passes.
+std::vector<NodeView> ask_until_leader(const Context& ctx, const std::vector<std::string>& addrs,
+                                       int64_t wait_ms,
+                                       std::chrono::steady_clock::time_point deadline) {
+    auto views = ask_all(ctx, addrs);
+    while (wait_ms > 0 && !leader_known(views) && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        views = ask_all(ctx, addrs);
+    }
+    return views;
+}
+
+// status --shards: every member of every shard, one section per shard.
+int run_status_of_shards(Context& ctx, int64_t wait_ms,
+                         std::chrono::steady_clock::time_point deadline) {
+    std::string why;
+    auto map = fetch_shard_map(ctx, &why);
+    if (!map) {
+        std::cerr << "dueqctl: no shard map: " << why << '\n';
+        return 1;
+    }
+    Json out = {{"map_version", (*map)["version"]}, {"shards", Json::array()}};
+    int rc = 0;
+    for (const auto& s : (*map)["shards"]) {
+        std::vector<std::string> addrs;
+        for (const auto& m : s["members"]) addrs.push_back(m.value("client", ""));
+        const auto views = ask_until_leader(ctx, addrs, wait_ms, deadline);
+        const std::string name = s.value("name", "?");
+        if (!leader_known(views)) rc = 1;
+        if (ctx.json) {
+            Json nodes = Json::array();
+            for (const auto& v : views)
+                nodes.push_back(v.error ? Json{{"address", v.address},
+                                               {"error", v.error->to_string()}}
+                                        : Json{{"address", v.address}, {"status", v.status}});
+            out["shards"].push_back({{"name", name}, {"nodes", nodes}});
+            continue;
+        }
+        std::uint64_t buckets = 0;
+        for (const auto& r : s["buckets"])
+            if (r.is_array() && r.size() == 2)
+                buckets += r[1].get<std::uint64_t>() - r[0].get<std::uint64_t>() + 1;
+        std::cout << (out["shards"].empty() ? "" : "\n") << "== shard " << name
+                  << " (" << buckets << " of " << map->value("buckets", 0)
+                  << " buckets, map version " << map->value("version", 0) << ")\n";
+        out["shards"].push_back(name);
+        print_nodes(views);
+        const NodeView* leader = nullptr;
+        for (const auto& v : views)
+            if (!v.error && text_of(v.status, "role") == "leader") leader = &v;
+        if (leader) print_peers(*leader);
+        print_warnings(views);
+    }
+    if (ctx.json) print_json(out);
+    if (rc != 0) std::cerr << "dueqctl: a shard has no leader known\n";
+    return rc;
+}
+
+int run_status(Context& ctx, const std::string& wait_leader, bool shards) {
     int64_t wait_ms = 0;
     if (!wait_leader.empty() && !parse_duration_arg("--wait-leader", wait_leader, &wait_ms)) {
         return kExitUsage;
     }
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
-    auto views = ask_all(ctx);
-    while (wait_ms > 0 && !leader_known(views) && std::chrono::steady_clock::now() < deadline) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-        views = ask_all(ctx);
-    }
+    if (shards) return run_status_of_shards(ctx, wait_ms, deadline);
+    auto views = ask_until_leader(ctx, ctx.addrs, wait_ms, deadline);
     std::size_t answered = 0;
     for (const auto& v : views)
         answered += v.error ? 0 : 1;
@@ -213,6 +270,7 @@ int run_status(Context& ctx, const std::string& wait_leader) {
 
 void add_status_command(CLI::App& app, Context& ctx) {
     auto wait_leader = std::make_shared<std::string>();
+    auto shards = std::make_shared<bool>(false);
     auto* cmd = command(
         app, ctx, "status",
         "Show every given node's Raft role, term, leader, commit/applied/last index and task "
@@ -223,8 +281,13 @@ void add_status_command(CLI::App& app, Context& ctx) {
         "  dueqctl status\n"
         "  dueqctl --addr 127.0.0.1:7701,127.0.0.1:7702,127.0.0.1:7703 status\n"
         "  dueqctl --addr 127.0.0.1:7701 status --json\n"
-        "  dueqctl --addr 127.0.0.1:7701,127.0.0.1:7702 status --wait-leader 20s\n",
-        [&ctx, wait_leader] { return run_status(ctx, *wait_leader); });
+        "  dueqctl --addr 127.0.0.1:7701,127.0.0.1:7702 status --wait-leader 20s\n"
+        "  dueqctl --addr 127.0.0.1:7601 status --shards\n",
+        [&ctx, wait_leader, shards] { return run_status(ctx, *wait_leader, *shards); });
+    cmd->add_flag("--shards", *shards,
+                  "Fetch the shard map from the first --addr that answers (a node or a "
+                  "dueq-proxy) and show every member of every shard, shard by shard; with "
+                  "--wait-leader, until every shard knows a leader");
     cmd->add_option("--wait-leader", *wait_leader,
                     "Ask again every 100 ms until a node knows a leader, for at most this long; "
                     "exit 1 if none does by then")

@@ -1,0 +1,21 @@
+// Requests built field by field, for Client::async_raw: what dueq-proxy sends to shards on
+// its own account, and what tools send for ops the typed client API lacks (`shards`).
+#pragma once
+
+#include <msgpack.hpp>
+
+#include <functional>
+#include <memory>
+#include <string_view>
+
+namespace dueq::shard {
+
+using MsgHandle = std::shared_ptr<msgpack::object_handle>;
+using Packer = msgpack::packer<msgpack::sbuffer>;
+
+// {"op": op, ...} with `entries` more (name, value) pairs that `pack_entries` packs.
+MsgHandle request_map(std::string_view op, std::uint32_t entries,
+                      const std::function<void(Packer&)>& pack_entries = [](Packer&) {});
+void pack_str(Packer& pk, std::string_view s);
+
+}  // namespace dueq::shard

@@ -1,0 +1,180 @@
+#include "shard/sharded_client.h"
+
+#include <future>
+#include <thread>
+
+#include "shard/request_map.h"
+
+namespace dueq::shard {
+
+using client::Code;
+using client::Error;
+
+namespace {
+
+const msgpack::object* field(const msgpack::object& m, std::string_view name) {
+    if (m.type != msgpack::type::MAP) return nullptr;
+    for (std::uint32_t i = 0; i < m.via.map.size; ++i) {
+        const auto& kv = m.via.map.ptr[i];
+        if (kv.key.type == msgpack::type::STR &&
+            std::string_view(kv.key.via.str.ptr, kv.key.via.str.size) == name)
+            return &kv.val;
+    }
+    return nullptr;
+}
+
+std::string text(const msgpack::object* o) {
+    return o && o->type == msgpack::type::STR ? std::string(o->via.str.ptr, o->via.str.size) : "";
+}
+
+// The `shards` answer as a ShardMap; nullopt when it does not hold one.
+std::optional<ShardMap> map_of(const msgpack::object& answer) {
+    try {
+        ShardMap map;
+        map.version = field(answer, "version")->as<std::uint64_t>();
+        map.bucket_count = field(answer, "buckets")->as<std::uint32_t>();
+        if (map.bucket_count == 0 || map.bucket_count > kMaxBuckets) return std::nullopt;
+        map.owner.assign(map.bucket_count, 0xffff);
+        const auto* shards = field(answer, "shards");
+        if (!shards || shards->type != msgpack::type::ARRAY || shards->via.array.size == 0)
+            return std::nullopt;
+        for (std::uint32_t i = 0; i < shards->via.array.size; ++i) {
+            const auto& s = shards->via.array.ptr[i];
+            Shard out;
+            out.name = text(field(s, "name"));
+            const auto* members = field(s, "members");
+            for (std::uint32_t j = 0; members && j < members->via.array.size; ++j)
+                out.members.push_back({text(field(members->via.array.ptr[j], "id")),
+                                       text(field(members->via.array.ptr[j], "client"))});
+            if (out.members.empty()) return std::nullopt;
+            const auto* ranges = field(s, "buckets");
+            for (std::uint32_t j = 0; ranges && j < ranges->via.array.size; ++j) {
+                const auto& r = ranges->via.array.ptr[j];
+                const auto lo = r.via.array.ptr[0].as<std::uint32_t>();
+                const auto hi = r.via.array.ptr[1].as<std::uint32_t>();
+                if (hi < lo || hi >= map.bucket_count) return std::nullopt;
+                out.buckets.emplace_back(lo, hi);
+                for (auto b = lo; b <= hi; ++b) map.owner[b] = std::uint16_t(i);
+            }
+            map.shards.push_back(std::move(out));
+        }
+        for (auto o : map.owner)
+            if (o == 0xffff) return std::nullopt;
+        return map;
+    } catch (const std::exception&) {  // a field of the wrong type
+        return std::nullopt;
+    }
+}
+
+}  // namespace
+
+ShardedClient::ShardedClient(ShardedClientOptions options) : options_(std::move(options)) {}
+ShardedClient::~ShardedClient() = default;
+
+client::Status ShardedClient::refresh_map() {
+    std::string why = "no seed given";
+    for (const auto& seed : options_.client.seeds) {
+        auto o = options_.client;
+        o.seeds = {seed};
+        o.max_redirects = 0;
+        client::Client c(o);
+        std::promise<client::Result<client::ResponseFrame>> p;
+        auto f = p.get_future();
+        auto request = request_map("shards", 0);
+        c.async_raw("shards", request->get(), [&p](auto r) { p.set_value(std::move(r)); });
+        auto r = f.get();
+        if (!r.ok() || !r->ok) {
+            why = seed + ": " + (r.ok() ? r->error.to_string() : r.error().to_string());
+            continue;
+        }
+        auto map = map_of(*r->map);
+        if (!map) {
+            why = seed + ": the shards answer holds no usable map";
+            continue;
+        }
+        std::lock_guard lock(mu_);
+        std::vector<std::unique_ptr<client::Client>> clients;
+        for (const auto& s : map->shards) {
+            auto co = options_.client;
+            co.seeds.clear();
+            for (const auto& m : s.members) co.seeds.push_back(m.client);
+            clients.push_back(std::make_unique<client::Client>(std::move(co)));
+        }
+        clients_ = std::move(clients);
+        map_ = std::move(map);
+        return client::Empty{};
+    }
+    return Error(Code::unavailable, "no shard map: " + why);
+}
+
+std::optional<ShardMap> ShardedClient::map() {
+    {
+        std::lock_guard lock(mu_);
+        if (map_) return map_;
+    }
+    if (!refresh_map().ok()) return std::nullopt;
+    std::lock_guard lock(mu_);
+    return map_;
+}
+
+client::Client* ShardedClient::client_for(std::string_view queue, std::string_view key) {
+    if (!map()) return nullptr;
+    std::lock_guard lock(mu_);
+    return clients_[map_->shard_of(queue, key)].get();
+}
+
+template <class Req>
+auto ShardedClient::keyed(const Req& r) -> client::Result<client::ResponseOfT<Req>> {
+    auto* c = client_for(r.queue, r.key);
+    if (!c) return Error(Code::unavailable, "no shard map from the seeds");
+    auto answer = c->call(r);
+    // The map changed under us (a node answers wrong_shard only to a forwarded or
+    // redirect request, so this is rare): fetch it again and retry once.
+    if (!answer.ok() && answer.error().code == Code::wrong_shard && refresh_map().ok())
+        if ((c = client_for(r.queue, r.key))) answer = c->call(r);
+    return answer;
+}
+
+client::Result<client::PutResponse> ShardedClient::put(const client::PutRequest& r) { return keyed(r); }
+client::Result<client::GetResponse> ShardedClient::get(const client::GetRequest& r) { return keyed(r); }
+client::Result<client::DeleteResponse> ShardedClient::del(const client::DeleteRequest& r) { return keyed(r); }
+client::Result<client::TouchResponse> ShardedClient::touch(const client::TouchRequest& r) { return keyed(r); }
+client::Result<client::AckResponse> ShardedClient::ack(const client::AckRequest& r) { return keyed(r); }
+client::Result<client::ReleaseResponse> ShardedClient::release(const client::ReleaseRequest& r) { return keyed(r); }
+client::Result<client::BuryResponse> ShardedClient::bury(const client::BuryRequest& r) { return keyed(r); }
+
+client::Result<client::TakeResponse> ShardedClient::take(const client::TakeRequest& r) {
+    if (!map()) return Error(Code::unavailable, "no shard map from the seeds");
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(r.timeout_ms.value_or(0));
+    const std::uint32_t want = r.count.value_or(1);
+    client::TakeRequest now = r;
+    now.timeout_ms = 0;
+    for (;;) {
+        std::vector<client::Client*> clients;
+        {
+            std::lock_guard lock(mu_);
+            for (auto& c : clients_) clients.push_back(c.get());
+        }
+        client::TakeResponse got;
+        std::optional<Error> first_error;
+        bool any_ok = false;
+        const std::size_t first = rotation_++;
+        for (std::size_t i = 0; i < clients.size() && got.tasks.size() < want; ++i) {
+            now.count = std::uint32_t(want - got.tasks.size());
+            auto answer = clients[(first + i) % clients.size()]->take(now);
+            if (!answer.ok()) {
+                if (!first_error) first_error = answer.error();
+                continue;
+            }
+            any_ok = true;
+            for (auto& t : answer->tasks) got.tasks.push_back(std::move(t));
+        }
+        if (!got.tasks.empty()) return got;
+        if (!any_ok && first_error) return *first_error;
+        if (std::chrono::steady_clock::now() + options_.take_poll >= deadline) return got;
+        std::this_thread::sleep_for(options_.take_poll);
+    }
+}
+
+}  // namespace dueq::shard
