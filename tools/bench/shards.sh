@@ -7,7 +7,7 @@
 #   - put 64 x 1 and 16 x 32, and take+ack (refresh) 16 x 8, through a proxy, and straight
 #     to shard a's leader with only shard a's keys (no hop), and for put 64 x 1 also to
 #     shard a's leader with only shard b's keys (every put forwarded one hop);
-#   - memory per shard with 1,000,000 tasks (200 B payloads) spread over both shards.
+#   - memory per shard with 1,000,000 tasks (16 B keys, 200 B payloads) spread over both shards.
 # Prints a summary table; the JSON of every run is in OUT. Needs a build (scripts/build.sh).
 #
 #   tools/bench/shards.sh [OUT]
@@ -66,19 +66,29 @@ bench refresh-16x8-direct refresh -a "$A" -c 16 -d 8 --keys 20000 --queue r2 \
   --shard-map "$map" --only-shard a
 
 rss() { awk '/VmRSS/ {print $2 * 1024}' "/proc/$1/status"; }
-declare -A before
-for n in "${nodes[@]}"; do before[$n]=$(rss "${pid_of[$n]}"); done
+tasks() {  # tasks NODE: how many tasks its store holds
+  ctl --addr "$(grep -o '127.0.0.1:77[0-9]*' "config/two-shards/$1.toml" | head -1)" --json status |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["tasks"])'
+}
+declare -A rss_before tasks_before
+for n in "${nodes[@]}"; do
+  rss_before[$n]=$(rss "${pid_of[$n]}")
+  tasks_before[$n]=$(tasks "$n")
+done
 "$bin/tools/bench/dueq-bench" preload -a "$P1" --keys 1000000 -c 16 -d 64 --queue mem \
-  --spread-ms 3600000 --random-payloads --json -q >"$out/preload-1m.json"
+  --spread-ms 3600000 --json -q >"$out/preload-1m.json"
 sleep 2
 {
   echo
-  echo "== 1,000,000 tasks (16 B keys, 200 B payloads) put through proxy1: RSS per node"
-  printf "%-5s %12s %12s %10s\n" NODE RSS_BEFORE RSS_AFTER TASKS
+  echo "== 1,000,000 more tasks (16 B keys, 200 B payloads) put through proxy1: each node's"
+  echo "   RSS growth per task it gained (after the runs above)"
+  printf "%-5s %10s %10s %12s %12s %9s\n" NODE TASKS GAINED RSS_BEFORE RSS_AFTER B/TASK
   for n in "${nodes[@]}"; do
-    tasks=$(ctl --addr "$(grep -o '127.0.0.1:77[0-9]*' "config/two-shards/$n.toml" | head -1)" \
-      --json status | python3 -c 'import json,sys; print(json.load(sys.stdin)["tasks"])')
-    printf "%-5s %12s %12s %10s\n" "$n" "${before[$n]}" "$(rss "${pid_of[$n]}")" "$tasks"
+    now=$(tasks "$n")
+    after=$(rss "${pid_of[$n]}")
+    gained=$((now - ${tasks_before[$n]}))
+    printf "%-5s %10s %10s %12s %12s %9s\n" "$n" "$now" "$gained" "${rss_before[$n]}" "$after" \
+      "$(( (after - ${rss_before[$n]}) / (gained > 0 ? gained : 1) ))"
   done
 } | tee -a "$out/summary.txt"
 
@@ -94,7 +104,8 @@ for name in ["put-1x1-direct", "put-1x1-forwarded", "put-1x1-proxy", "put-64x1-d
     runs = json.load(open(os.path.join(out, name + ".json")))["results"]
     r = runs[-1]
     op = "refresh" if name.startswith("refresh") else "put"
-    o = r["per_op"][op] if "per_op" in r else r["ops_by_kind"][op]
+    o = r["per_op"][op]
+    errors = sum(x["errors"] for x in r["per_op"].values())
     print(f"{name:<22} {r['ops_per_s']:>9.0f} {o['p50_us'] / 1000:>8.2f} "
-          f"{o['p99_us'] / 1000:>8.2f} {r['errors']:>7}")
+          f"{o['p99_us'] / 1000:>8.2f} {errors:>7}")
 PY
