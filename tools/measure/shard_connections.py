@@ -9,6 +9,10 @@ Then it counts each process's established TCP sockets (from /proc/PID/fd and
 /proc/net/tcp) and prints, per N: the most and the mean a node holds, the leaders', the
 followers', and the proxy's. Every process is stopped by its PID at the end.
 
+What to expect with one proxy: a leader holds its 2 peer links, 1 from the proxy, N - 1 to
+the other shards' leaders and 3 (N - 1) from the other shards' nodes (4N - 1); a
+follower 2 + (N - 1); the proxy N. Linear in N.
+
   tools/measure/shard_connections.py [--shards 1,2,4] [--build build] [--keys 600]
 """
 import argparse
@@ -141,6 +145,8 @@ def run(n, build, keys, workdir):
             for node in shard["nodes"]:
                 if node.get("status", {}).get("role") == "leader":
                     leaders.add(node["status"]["node_id"])
+        if proxy.poll() is not None:
+            sys.exit(f"the proxy exited with {proxy.returncode}; see {workdir}/proxy.log")
         counts = {m["id"]: established_sockets(p.pid) for m, p in nodes}
         lead = [c for i, c in counts.items() if i in leaders]
         follow = [c for i, c in counts.items() if i not in leaders]
@@ -176,7 +182,9 @@ def main():
         workdir = tempfile.mkdtemp(prefix=f"dueq-shard-conn-{n}-")
         try:
             r = run(n, args.build, args.keys, workdir)
-        finally:
+        except SystemExit:
+            raise
+        else:
             shutil.rmtree(workdir, ignore_errors=True)
         print(f"{r['shards']:>6} {r['nodes']:>5} {r['max']:>8} {r['mean']:>9.1f} "
               f"{r['leader_max']:>10} {r['follower_max']:>12} {r['proxy']:>5}", flush=True)

@@ -136,10 +136,11 @@ int main(int argc, char** argv) {
                 (unsigned long long)map->version, map->shards.size(), map->bucket_count);
 
     const auto started = Clock::now();
-    std::atomic<int> next{0}, failed{0};
+    std::atomic<int> failed{0};
     std::vector<std::thread> threads;
-    for (const auto& entry : entries) {
-        threads.emplace_back([&, entry] {
+    for (std::size_t e = 0; e < entries.size(); ++e) {
+        threads.emplace_back([&, e] {
+            const std::string& entry = entries[e];
             client::ClientOptions o;
             o.seeds = {entry};
             client::Client c(o);
@@ -155,10 +156,8 @@ int main(int argc, char** argv) {
                 }
                 flight.clear();
             };
-            // Each entry takes every entries.size()-th key, so all keys enter by all entries.
-            for (int i;;) {
-                i = next.fetch_add(1);
-                if (i >= keys) break;
+            // Entry e takes keys e, e + n, e + 2n, ...: each enters by its share.
+            for (int i = int(e); i < keys; i += int(entries.size())) {
                 client::PutRequest put;
                 put.queue = queue;
                 put.key = "k" + std::to_string(i);
