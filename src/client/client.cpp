@@ -74,9 +74,9 @@ using ConnPtr = std::shared_ptr<Conn>;
 
 // Pending::op must outlive the call: the op's name from a fixed table.
 std::string_view known_op_name(std::string_view op) {
-    static constexpr std::string_view kNames[] = {
-        "ping", "hello", "declare", "put", "get", "delete", "take", "touch",
-        "ack", "release", "bury", "kick", "stats", "status", "shards"};
+    static constexpr std::string_view kNames[] = {"ping",   "hello", "declare", "put",    "get",
+                                                  "delete", "take",  "touch",   "ack",    "release",
+                                                  "bury",   "kick",  "stats",   "status", "shards"};
     for (auto n : kNames)
         if (n == op) return n;
     return "request";
@@ -172,7 +172,8 @@ public:
 
     void submit_raw(std::string_view op, const msgpack::object& request,
                     std::function<void(Result<ResponseFrame>)> done, const CallOptions& call_opts,
-                    milliseconds extra_wait, const std::vector<std::pair<std::string, bool>>& extra) {
+                    milliseconds extra_wait,
+                    const std::vector<std::pair<std::string, bool>>& extra) {
         auto p = std::make_shared<Pending>(io_);
         p->id = next_id_.fetch_add(1);
         p->op = known_op_name(op);

@@ -391,7 +391,8 @@ Config load_config_file(const std::string& path) {
     }
     if (!c.shard_map_file.empty()) {
         std::filesystem::path map(c.shard_map_file);
-        if (map.is_relative()) c.shard_map_file = (std::filesystem::path(path).parent_path() / map).string();
+        if (map.is_relative())
+            c.shard_map_file = (std::filesystem::path(path).parent_path() / map).string();
     }
     return c;
 }

@@ -4,8 +4,8 @@
 #include <CLI/CLI.hpp>
 
 #include <csignal>
-#include <functional>
 #include <cstdlib>
+#include <functional>
 
 // Before Asio, in its own block: Boost 1.74's awaitable.hpp needs std::exchange in C++20.
 #include <utility>

@@ -31,23 +31,20 @@ std::optional<std::pair<std::string_view, std::string_view>> routed_key(const ne
         write->command);
 }
 
+// This Raft group's members as a shard map lists them.
+std::vector<shard::ShardMember> group_members(const Config& c) {
+    if (c.members.empty()) return {{c.node_id, c.client_advertise}};
+    std::vector<shard::ShardMember> group;
+    for (const auto& m : c.members) group.push_back({m.id, m.client});
+    return group;
+}
+
 // Why `map` cannot be this node's map: its shard must exist and list exactly this Raft
 // group's members, so that clients that route by the map reach the group that has the keys.
 std::string own_shard_mismatch(const shard::ShardMap& map, const Config& c) {
     const auto own = map.find(c.shard_name);
     if (!own) return "the shard map has no shard named '" + c.shard_name + "' ([shard] name)";
-    const auto& listed = map.shards[*own].members;
-    std::vector<shard::ShardMember> group;
-    if (c.members.empty())
-        group.push_back({c.node_id, c.client_advertise});
-    else
-        for (const auto& m : c.members) group.push_back({m.id, m.client});
-    const bool same = listed.size() == group.size() &&
-                      std::equal(listed.begin(), listed.end(), group.begin(),
-                                 [](const auto& a, const auto& b) {
-                                     return a.id == b.id && a.client == b.client;
-                                 });
-    if (!same)
+    if (map.shards[*own].members != group_members(c))
         return "shard '" + c.shard_name +
                "' in the shard map must list this group's members ([cluster] members: id and "
                "client), in the same order";
@@ -60,13 +57,8 @@ std::optional<std::string> Node::start_sharding() {
     shard::ShardMap map;
     std::string own = config_.shard_name;
     if (config_.shard_map_file.empty()) {
-        std::vector<shard::ShardMember> group;
-        if (config_.members.empty())
-            group.push_back({config_.node_id, config_.client_advertise});
-        else
-            for (const auto& m : config_.members) group.push_back({m.id, m.client});
         own = config_.cluster_id;
-        map = shard::single_shard_map(own, std::move(group));
+        map = shard::single_shard_map(own, group_members(config_));
     } else {
         try {
             map = shard::load_shard_map_file(config_.shard_map_file);
@@ -150,16 +142,16 @@ bool Node::route_elsewhere(const ConnPtr& conn, const net::Request& req, std::st
     const std::string name = map.shards[shard].name;
     // The handle owns the unpacked request until the router has copied it into its frame.
     auto handle = *request;
-    router_->call(shard, net::to_string(req.op), handle->get(),
-                  [this, weak, id = req.id, slot, started, name](
-                      client::Result<client::ResponseFrame> r) {
-                      const Code code = !r.ok() ? r.error().code : r->ok ? Code::ok : r->error.code;
-                      metrics_.requests.record(slot, code, started);
-                      auto c = weak.lock();
-                      if (!c || !c->open()) return;
-                      c->send(r.ok() ? client::repack_with_id(*r->map, id)
-                                     : shard::no_answer_frame(id, name, r.error()));
-                  });
+    router_->call(
+        shard, net::to_string(req.op), handle->get(),
+        [this, weak, id = req.id, slot, started, name](client::Result<client::ResponseFrame> r) {
+            const Code code = !r.ok() ? r.error().code : r->ok ? Code::ok : r->error.code;
+            metrics_.requests.record(slot, code, started);
+            auto c = weak.lock();
+            if (!c || !c->open()) return;
+            c->send(r.ok() ? client::repack_with_id(*r->map, id)
+                           : shard::no_answer_frame(id, name, r.error()));
+        });
     return true;
 }
 

@@ -88,8 +88,8 @@ void Proxy::on_frame(const ConnPtr& conn, std::string_view frame) {
     if (auto* err = std::get_if<net::RequestError>(&decoded))
         return conn->send(net::error_frame(err->id, err->code, err->message));
     auto& req = std::get<net::Request>(decoded);
-    const bool open_op = std::holds_alternative<net::Ping>(req.body) ||
-                         std::holds_alternative<net::Hello>(req.body);
+    const bool open_op =
+        std::holds_alternative<net::Ping>(req.body) || std::holds_alternative<net::Hello>(req.body);
     if (options_.token && !conn->authorized && !open_op) {
         conn->send(net::error_frame(req.id, Code::unauthorized,
                                     "this proxy requires hello with a token first; closing"));
@@ -142,7 +142,8 @@ void Proxy::hello(const ConnPtr& conn, std::uint64_t id, const net::Hello& h) {
             // Take the old session over: its leases stay with this connection.
             auto mine = sessions_.find(conn->session);
             if (mine != sessions_.end()) {
-                for (auto& held : mine->second.held) it->second.held.insert(held);
+                for (auto& held : mine->second.held)
+                    it->second.held.insert(held);
                 sessions_.erase(mine);
             }
             it->second.attached = true;

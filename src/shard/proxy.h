@@ -38,9 +38,9 @@ namespace dueq::shard {
 
 struct ProxyOptions {
     std::string listen = "127.0.0.1:7600";
-    std::string name = "proxy";               // its node_id in hello and status
-    std::string map_file;                      // the shard map (reloaded on SIGHUP)
-    std::optional<std::string> token;          // clients must say hello with it; sent upstream
+    std::string name = "proxy";        // its node_id in hello and status
+    std::string map_file;              // the shard map (reloaded on SIGHUP)
+    std::optional<std::string> token;  // clients must say hello with it; sent upstream
     std::chrono::milliseconds session_grace{5000};
     std::chrono::milliseconds call_timeout{4000};
     net::Limits limits;

@@ -25,8 +25,10 @@ int main(int argc, char** argv) {
     app.add_option("--map", o.map_file, "the shard map file (TOML; docs/sharding.md)")
         ->required()
         ->check(CLI::ExistingFile);
-    app.add_option("--listen", o.listen, "host:port for clients (port 0: any)")->capture_default_str();
-    app.add_option("--name", o.name, "what hello and status call this proxy")->capture_default_str();
+    app.add_option("--listen", o.listen, "host:port for clients (port 0: any)")
+        ->capture_default_str();
+    app.add_option("--name", o.name, "what hello and status call this proxy")
+        ->capture_default_str();
     app.add_option("--token-file", token_file,
                    "a file holding the clients' auth token: clients must say hello with it, and "
                    "the proxy says it to the shards");
@@ -39,7 +41,8 @@ int main(int argc, char** argv) {
                    "timeout_ms)")
         ->capture_default_str()
         ->check(CLI::Range(100, 3'600'000));
-    app.add_option("--log-level", log_level, "trace, debug, info, warn, error")->capture_default_str();
+    app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
+        ->capture_default_str();
     CLI11_PARSE(app, argc, argv);
 
     if (!token_file.empty()) {

@@ -37,37 +37,15 @@ struct Totals {
         }
     }
     void pack(net::FrameBuilder& f, const std::string& queue) const {
-        f.pk().pack_map(std::uint32_t(1 + counts.size() + (next_due ? 1 : 0) +
-                                      (oldest_late ? 1 : 0)));
+        f.pk().pack_map(
+            std::uint32_t(1 + counts.size() + (next_due ? 1 : 0) + (oldest_late ? 1 : 0)));
         f.key("queue"), f.str(queue);
-        for (const auto& [name, n] : counts) f.key(name), f.pk().pack_uint64(n);
+        for (const auto& [name, n] : counts)
+            f.key(name), f.pk().pack_uint64(n);
         if (next_due) f.key("next_due"), f.pk().pack_int64(*next_due);
         if (oldest_late) f.key("oldest_late"), f.pk().pack_int64(*oldest_late);
     }
 };
-
-std::string queue_name(const msgpack::object& m) {
-    if (m.type != msgpack::type::MAP) return {};
-    for (std::uint32_t i = 0; i < m.via.map.size; ++i) {
-        const auto& kv = m.via.map.ptr[i];
-        if (kv.key.type == msgpack::type::STR &&
-            std::string_view(kv.key.via.str.ptr, kv.key.via.str.size) == "queue" &&
-            kv.val.type == msgpack::type::STR)
-            return std::string(kv.val.via.str.ptr, kv.val.via.str.size);
-    }
-    return {};
-}
-
-const msgpack::object* find(const msgpack::object& m, std::string_view name) {
-    if (m.type != msgpack::type::MAP) return nullptr;
-    for (std::uint32_t i = 0; i < m.via.map.size; ++i) {
-        const auto& kv = m.via.map.ptr[i];
-        if (kv.key.type == msgpack::type::STR &&
-            std::string_view(kv.key.via.str.ptr, kv.key.via.str.size) == name)
-            return &kv.val;
-    }
-    return nullptr;
-}
 
 }  // namespace
 
@@ -107,31 +85,30 @@ void Proxy::every_step(const std::shared_ptr<EveryJob>& job) {
             pack_str(pk, "count"), pk.pack_uint64(k->count - job->kicked);
         });
     const std::string name = map.shards[shard].name;
-    router_->call(shard, net::to_string(job->req.op), request->get(),
-                  [this, job, name](client::Result<client::ResponseFrame> r) {
-                      if (!router_) return;
-                      if (!r.ok()) {
-                          job->error = no_answer_frame(job->req.id, name, r.error());
-                      } else if (!r->ok) {
-                          job->error = net::error_frame(job->req.id, r->error.code,
-                                                        "shard '" + name + "': " + r->error.message);
-                      } else if (const auto* kicked = find(*r->map, "kicked")) {
-                          job->kicked += kicked->type == msgpack::type::POSITIVE_INTEGER
-                                             ? kicked->via.u64
-                                             : 0;
-                      } else if (job->req.op == net::Op::stats) {
-                          if (const auto* list = find(*r->map, "queues");
-                              list && list->type == msgpack::type::ARRAY) {
-                              for (std::uint32_t i = 0; i < list->via.array.size; ++i)
-                                  job->queues[queue_name(list->via.array.ptr[i])].add(
-                                      list->via.array.ptr[i]);
-                          } else {
-                              job->queues[queue_name(*r->map)].add(*r->map);
-                          }
-                      }
-                      if (r.ok()) job->last = std::move(r);
-                      every_step(job);
-                  });
+    router_->call(
+        shard, net::to_string(job->req.op), request->get(),
+        [this, job, name](client::Result<client::ResponseFrame> r) {
+            if (!router_) return;
+            if (!r.ok()) {
+                job->error = no_answer_frame(job->req.id, name, r.error());
+            } else if (!r->ok) {
+                job->error = net::error_frame(job->req.id, r->error.code,
+                                              "shard '" + name + "': " + r->error.message);
+            } else if (const auto* kicked = field(*r->map, "kicked")) {
+                job->kicked +=
+                    kicked->type == msgpack::type::POSITIVE_INTEGER ? kicked->via.u64 : 0;
+            } else if (job->req.op == net::Op::stats) {
+                if (const auto* list = field(*r->map, "queues");
+                    list && list->type == msgpack::type::ARRAY) {
+                    for (std::uint32_t i = 0; i < list->via.array.size; ++i)
+                        job->queues[bytes_of(field(list->via.array.ptr[i], "queue"))].add(list->via.array.ptr[i]);
+                } else {
+                    job->queues[bytes_of(field(*r->map, "queue"))].add(*r->map);
+                }
+            }
+            if (r.ok()) job->last = std::move(r);
+            every_step(job);
+        });
 }
 
 void Proxy::every_answer(const std::shared_ptr<EveryJob>& job) {
@@ -159,7 +136,8 @@ void Proxy::every_answer(const std::shared_ptr<EveryJob>& job) {
     }
     f.begin_ok(id, 1);
     f.key("queues"), f.pk().pack_array(std::uint32_t(job->queues.size()));
-    for (const auto& [name, t] : job->queues) t.pack(f, name);
+    for (const auto& [name, t] : job->queues)
+        t.pack(f, name);
     conn->send(f.finish());
 }
 

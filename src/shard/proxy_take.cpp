@@ -33,23 +33,6 @@ struct Proxy::TakeJob {
 
 namespace {
 
-std::string bytes_of(const msgpack::object& o) {
-    if (o.type == msgpack::type::STR) return std::string(o.via.str.ptr, o.via.str.size);
-    if (o.type == msgpack::type::BIN) return std::string(o.via.bin.ptr, o.via.bin.size);
-    return {};
-}
-
-const msgpack::object* field(const msgpack::object& map, std::string_view name) {
-    if (map.type != msgpack::type::MAP) return nullptr;
-    for (std::uint32_t i = 0; i < map.via.map.size; ++i) {
-        const auto& kv = map.via.map.ptr[i];
-        if (kv.key.type == msgpack::type::STR &&
-            std::string_view(kv.key.via.str.ptr, kv.key.via.str.size) == name)
-            return &kv.val;
-    }
-    return nullptr;
-}
-
 MsgHandle take_request(const queue::Take& t, std::uint32_t count, std::int64_t timeout_ms) {
     return request_map("take", t.ttr_ms ? 5 : 4, [&](Packer& pk) {
         pack_str(pk, "queue"), pack_str(pk, t.queue);
@@ -122,7 +105,7 @@ void Proxy::take_answer(const std::shared_ptr<TakeJob>& job) {
     auto conn = job->conn.lock();
     if (!conn || !conn->open()) {
         for (const auto& got : job->tasks)
-            release(got.shard, job->take.queue, bytes_of(*field(*got.task, "key")),
+            release(got.shard, job->take.queue, bytes_of(field(*got.task, "key")),
                     field(*got.task, "lease")->as<std::uint64_t>());
         return;
     }
@@ -135,7 +118,7 @@ void Proxy::take_answer(const std::shared_ptr<TakeJob>& job) {
     for (const auto& got : job->tasks) {
         f.pk().pack(*got.task);
         if (job->take.release_on_disconnect && session != sessions_.end())
-            session->second.held[{got.shard, job->take.queue, bytes_of(*field(*got.task, "key"))}] =
+            session->second.held[{got.shard, job->take.queue, bytes_of(field(*got.task, "key"))}] =
                 field(*got.task, "lease")->as<std::uint64_t>();
     }
     conn->send(f.finish());
@@ -150,11 +133,10 @@ bool Proxy::take_collect(TakeJob& job, std::size_t shard, client::Result<client:
         if (job.first_error.empty()) job.first_error = no_answer_frame(job.id, name, r.error());
     } else if (!r->ok) {
         if (job.first_error.empty())
-            job.first_error = net::error_frame(job.id, r->error.code,
-                                               "shard '" + name + "': " + r->error.message,
-                                               r->error.leader.empty()
-                                                   ? std::nullopt
-                                                   : std::optional<std::string>(r->error.leader));
+            job.first_error = net::error_frame(
+                job.id, r->error.code, "shard '" + name + "': " + r->error.message,
+                r->error.leader.empty() ? std::nullopt
+                                        : std::optional<std::string>(r->error.leader));
     } else {
         job.any_ok = true;
         const auto* tasks = field(*r->map, "tasks");
@@ -173,7 +155,7 @@ bool Proxy::take_collect(TakeJob& job, std::size_t shard, client::Result<client:
         if (wanted && job.tasks.size() < job.take.count) {
             job.tasks.push_back({shard, r->handle, t});
         } else {
-            release(shard, job.take.queue, bytes_of(*field(*t, "key")),
+            release(shard, job.take.queue, bytes_of(field(*t, "key")),
                     field(*t, "lease")->as<std::uint64_t>());
         }
     }

@@ -17,4 +17,21 @@ MsgHandle request_map(std::string_view op, std::uint32_t entries,
     return std::make_shared<msgpack::object_handle>(msgpack::unpack(buf.data(), buf.size()));
 }
 
+const msgpack::object* field(const msgpack::object& map, std::string_view name) {
+    if (map.type != msgpack::type::MAP) return nullptr;
+    for (std::uint32_t i = 0; i < map.via.map.size; ++i) {
+        const auto& kv = map.via.map.ptr[i];
+        if (kv.key.type == msgpack::type::STR &&
+            std::string_view(kv.key.via.str.ptr, kv.key.via.str.size) == name)
+            return &kv.val;
+    }
+    return nullptr;
+}
+
+std::string bytes_of(const msgpack::object* o) {
+    if (o && o->type == msgpack::type::STR) return std::string(o->via.str.ptr, o->via.str.size);
+    if (o && o->type == msgpack::type::BIN) return std::string(o->via.bin.ptr, o->via.bin.size);
+    return {};
+}
+
 }  // namespace dueq::shard

@@ -1,5 +1,6 @@
 // Requests built field by field, for Client::async_raw: what dueq-proxy sends to shards on
-// its own account, and what tools send for ops the typed client API lacks (`shards`).
+// its own account, and what tools send for ops the typed client API lacks (`shards`); and
+// answers read field by field.
 #pragma once
 
 #include <msgpack.hpp>
@@ -14,8 +15,14 @@ using MsgHandle = std::shared_ptr<msgpack::object_handle>;
 using Packer = msgpack::packer<msgpack::sbuffer>;
 
 // {"op": op, ...} with `entries` more (name, value) pairs that `pack_entries` packs.
-MsgHandle request_map(std::string_view op, std::uint32_t entries,
-                      const std::function<void(Packer&)>& pack_entries = [](Packer&) {});
+MsgHandle request_map(
+    std::string_view op, std::uint32_t entries,
+    const std::function<void(Packer&)>& pack_entries = [](Packer&) {});
 void pack_str(Packer& pk, std::string_view s);
+
+// The value of `name` in a msgpack map, or nullptr (absent, or not a map).
+const msgpack::object* field(const msgpack::object& map, std::string_view name);
+// A str or bin value's bytes; "" for anything else (or null).
+std::string bytes_of(const msgpack::object* value);
 
 }  // namespace dueq::shard

@@ -20,12 +20,7 @@ void Router::set_map(ShardMap next) {
     for (std::size_t i = 0; i < next.shards.size(); ++i) {
         const auto was = map_.find(next.shards[i].name);
         if (!was || !clients_[*was]) continue;
-        const auto& a = map_.shards[*was].members;
-        const auto& b = next.shards[i].members;
-        const bool same = a.size() == b.size() &&
-                          std::equal(a.begin(), a.end(), b.begin(), [](const auto& x, const auto& y) {
-                              return x.id == y.id && x.client == y.client;
-                          });
+        const bool same = map_.shards[*was].members == next.shards[i].members;
         if (same) kept[i] = std::move(clients_[*was]);
     }
     clients_ = std::move(kept);  // the others are destroyed: their calls end `unavailable`
@@ -37,7 +32,8 @@ client::Client& Router::client_for(std::size_t shard) {
     if (!c) {
         client::ClientOptions o;
         o.seeds.clear();
-        for (const auto& m : map_.shards[shard].members) o.seeds.push_back(m.client);
+        for (const auto& m : map_.shards[shard].members)
+            o.seeds.push_back(m.client);
         o.call_timeout = options_.call_timeout;
         o.token = options_.token;
         c = std::make_unique<client::Client>(std::move(o));
@@ -50,8 +46,8 @@ void Router::call(std::size_t shard, std::string_view op, const msgpack::object&
     std::weak_ptr<bool> alive = alive_;
     // Runs on the client's thread, possibly while the router is being destroyed (a client
     // completes its calls as it closes): it touches nothing of the router but the io_context.
-    auto on_answer = [io = &io_, alive, done = std::move(done)](
-                         client::Result<client::ResponseFrame> r) mutable {
+    auto on_answer = [io = &io_, alive,
+                      done = std::move(done)](client::Result<client::ResponseFrame> r) mutable {
         asio::post(*io, [alive, done = std::move(done), r = std::move(r)]() mutable {
             if (auto a = alive.lock(); a && *a) done(std::move(r));
         });
@@ -84,7 +80,8 @@ std::string Router::leader_hint(std::size_t shard) const {
 
 std::size_t Router::open_clients() const {
     std::size_t n = 0;
-    for (const auto& c : clients_) n += c != nullptr;
+    for (const auto& c : clients_)
+        n += c != nullptr;
     return n;
 }
 

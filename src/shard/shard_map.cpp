@@ -65,7 +65,8 @@ std::uint64_t fnv1a64(std::string_view queue, std::string_view key) {
     constexpr std::uint64_t kPrime = 0x100000001b3ULL;
     std::uint64_t h = 0xcbf29ce484222325ULL;
     auto mix = [&](std::string_view bytes) {
-        for (unsigned char c : bytes) h = (h ^ c) * kPrime;
+        for (unsigned char c : bytes)
+            h = (h ^ c) * kPrime;
     };
     mix(queue);
     h = (h ^ 0u) * kPrime;
@@ -85,7 +86,8 @@ std::optional<std::size_t> ShardMap::find(std::string_view name) const {
 
 std::uint32_t ShardMap::bucket_total(std::size_t i) const {
     std::uint32_t n = 0;
-    for (const auto& [lo, hi] : shards[i].buckets) n += hi - lo + 1;
+    for (const auto& [lo, hi] : shards[i].buckets)
+        n += hi - lo + 1;
     return n;
 }
 
@@ -182,16 +184,16 @@ std::string reload_refusal(const ShardMap& current, const ShardMap& next, const 
         return "its version " + std::to_string(next.version) + " is not above the current " +
                std::to_string(current.version);
     if (next.bucket_count != current.bucket_count)
-        return "it changes the bucket count from " + std::to_string(current.bucket_count) +
-               " to " + std::to_string(next.bucket_count) + ", which would move every key";
+        return "it changes the bucket count from " + std::to_string(current.bucket_count) + " to " +
+               std::to_string(next.bucket_count) + ", which would move every key";
     if (!own.empty() && !next.find(own))
         return "it has no shard named '" + own + "', the shard this node serves";
     for (std::uint32_t b = 0; b < next.bucket_count; ++b) {
         const auto& was = current.shards[current.owner[b]].name;
         const auto& now = next.shards[next.owner[b]].name;
         if (was != now)
-            return "it moves bucket " + std::to_string(b) + " from shard '" + was +
-                   "' to shard '" + now + "', and nothing moves a bucket's tasks yet";
+            return "it moves bucket " + std::to_string(b) + " from shard '" + was + "' to shard '" +
+                   now + "', and nothing moves a bucket's tasks yet";
     }
     return "";
 }

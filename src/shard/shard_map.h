@@ -24,6 +24,7 @@ struct MapError : std::runtime_error {
 struct ShardMember {
     std::string id;
     std::string client;  // host:port clients (and forwarding nodes) reach it at
+    bool operator==(const ShardMember&) const = default;
 };
 
 struct Shard {

@@ -10,25 +10,7 @@ namespace dueq::shard {
 using client::Code;
 using client::Error;
 
-namespace {
-
-const msgpack::object* field(const msgpack::object& m, std::string_view name) {
-    if (m.type != msgpack::type::MAP) return nullptr;
-    for (std::uint32_t i = 0; i < m.via.map.size; ++i) {
-        const auto& kv = m.via.map.ptr[i];
-        if (kv.key.type == msgpack::type::STR &&
-            std::string_view(kv.key.via.str.ptr, kv.key.via.str.size) == name)
-            return &kv.val;
-    }
-    return nullptr;
-}
-
-std::string text(const msgpack::object* o) {
-    return o && o->type == msgpack::type::STR ? std::string(o->via.str.ptr, o->via.str.size) : "";
-}
-
-// The `shards` answer as a ShardMap; nullopt when it does not hold one.
-std::optional<ShardMap> map_of(const msgpack::object& answer) {
+std::optional<ShardMap> map_from_answer(const msgpack::object& answer) {
     try {
         ShardMap map;
         map.version = field(answer, "version")->as<std::uint64_t>();
@@ -41,11 +23,11 @@ std::optional<ShardMap> map_of(const msgpack::object& answer) {
         for (std::uint32_t i = 0; i < shards->via.array.size; ++i) {
             const auto& s = shards->via.array.ptr[i];
             Shard out;
-            out.name = text(field(s, "name"));
+            out.name = bytes_of(field(s, "name"));
             const auto* members = field(s, "members");
             for (std::uint32_t j = 0; members && j < members->via.array.size; ++j)
-                out.members.push_back({text(field(members->via.array.ptr[j], "id")),
-                                       text(field(members->via.array.ptr[j], "client"))});
+                out.members.push_back({bytes_of(field(members->via.array.ptr[j], "id")),
+                                       bytes_of(field(members->via.array.ptr[j], "client"))});
             if (out.members.empty()) return std::nullopt;
             const auto* ranges = field(s, "buckets");
             for (std::uint32_t j = 0; ranges && j < ranges->via.array.size; ++j) {
@@ -54,7 +36,8 @@ std::optional<ShardMap> map_of(const msgpack::object& answer) {
                 const auto hi = r.via.array.ptr[1].as<std::uint32_t>();
                 if (hi < lo || hi >= map.bucket_count) return std::nullopt;
                 out.buckets.emplace_back(lo, hi);
-                for (auto b = lo; b <= hi; ++b) map.owner[b] = std::uint16_t(i);
+                for (auto b = lo; b <= hi; ++b)
+                    map.owner[b] = std::uint16_t(i);
             }
             map.shards.push_back(std::move(out));
         }
@@ -65,8 +48,6 @@ std::optional<ShardMap> map_of(const msgpack::object& answer) {
         return std::nullopt;
     }
 }
-
-}  // namespace
 
 ShardedClient::ShardedClient(ShardedClientOptions options) : options_(std::move(options)) {}
 ShardedClient::~ShardedClient() = default;
@@ -87,7 +68,7 @@ client::Status ShardedClient::refresh_map() {
             why = seed + ": " + (r.ok() ? r->error.to_string() : r.error().to_string());
             continue;
         }
-        auto map = map_of(*r->map);
+        auto map = map_from_answer(*r->map);
         if (!map) {
             why = seed + ": the shards answer holds no usable map";
             continue;
@@ -97,7 +78,8 @@ client::Status ShardedClient::refresh_map() {
         for (const auto& s : map->shards) {
             auto co = options_.client;
             co.seeds.clear();
-            for (const auto& m : s.members) co.seeds.push_back(m.client);
+            for (const auto& m : s.members)
+                co.seeds.push_back(m.client);
             clients.push_back(std::make_unique<client::Client>(std::move(co)));
         }
         clients_ = std::move(clients);
@@ -135,13 +117,27 @@ auto ShardedClient::keyed(const Req& r) -> client::Result<client::ResponseOfT<Re
     return answer;
 }
 
-client::Result<client::PutResponse> ShardedClient::put(const client::PutRequest& r) { return keyed(r); }
-client::Result<client::GetResponse> ShardedClient::get(const client::GetRequest& r) { return keyed(r); }
-client::Result<client::DeleteResponse> ShardedClient::del(const client::DeleteRequest& r) { return keyed(r); }
-client::Result<client::TouchResponse> ShardedClient::touch(const client::TouchRequest& r) { return keyed(r); }
-client::Result<client::AckResponse> ShardedClient::ack(const client::AckRequest& r) { return keyed(r); }
-client::Result<client::ReleaseResponse> ShardedClient::release(const client::ReleaseRequest& r) { return keyed(r); }
-client::Result<client::BuryResponse> ShardedClient::bury(const client::BuryRequest& r) { return keyed(r); }
+client::Result<client::PutResponse> ShardedClient::put(const client::PutRequest& r) {
+    return keyed(r);
+}
+client::Result<client::GetResponse> ShardedClient::get(const client::GetRequest& r) {
+    return keyed(r);
+}
+client::Result<client::DeleteResponse> ShardedClient::del(const client::DeleteRequest& r) {
+    return keyed(r);
+}
+client::Result<client::TouchResponse> ShardedClient::touch(const client::TouchRequest& r) {
+    return keyed(r);
+}
+client::Result<client::AckResponse> ShardedClient::ack(const client::AckRequest& r) {
+    return keyed(r);
+}
+client::Result<client::ReleaseResponse> ShardedClient::release(const client::ReleaseRequest& r) {
+    return keyed(r);
+}
+client::Result<client::BuryResponse> ShardedClient::bury(const client::BuryRequest& r) {
+    return keyed(r);
+}
 
 client::Result<client::TakeResponse> ShardedClient::take(const client::TakeRequest& r) {
     if (!map()) return Error(Code::unavailable, "no shard map from the seeds");
@@ -154,7 +150,8 @@ client::Result<client::TakeResponse> ShardedClient::take(const client::TakeReque
         std::vector<client::Client*> clients;
         {
             std::lock_guard lock(mu_);
-            for (auto& c : clients_) clients.push_back(c.get());
+            for (auto& c : clients_)
+                clients.push_back(c.get());
         }
         client::TakeResponse got;
         std::optional<Error> first_error;
@@ -168,7 +165,8 @@ client::Result<client::TakeResponse> ShardedClient::take(const client::TakeReque
                 continue;
             }
             any_ok = true;
-            for (auto& t : answer->tasks) got.tasks.push_back(std::move(t));
+            for (auto& t : answer->tasks)
+                got.tasks.push_back(std::move(t));
         }
         if (!got.tasks.empty()) return got;
         if (!any_ok && first_error) return *first_error;

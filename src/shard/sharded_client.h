@@ -24,6 +24,9 @@
 
 namespace dueq::shard {
 
+// The answer to the `shards` op as a ShardMap; nullopt when it does not hold a whole one.
+std::optional<ShardMap> map_from_answer(const msgpack::object& answer);
+
 struct ShardedClientOptions {
     client::ClientOptions client;  // seeds: nodes or proxies to fetch the map from
     std::chrono::milliseconds take_poll{50};

@@ -24,7 +24,7 @@ enum class Code : std::uint8_t {
     unauthorized,
     internal,
     wrong_shard,  // the key belongs to another shard and the client asked for a redirect
-    unknown,  // client side: a code this version does not know (never sent)
+    unknown,      // client side: a code this version does not know (never sent)
 };
 
 inline constexpr std::array<std::pair<Code, std::string_view>, 14> kCodeNames{{

@@ -51,8 +51,7 @@ TEST_CASE("a relayed request keeps every field, takes the relay's id, and is mar
     CHECK(fields["forwarded"] == "true");
 }
 
-TEST_CASE("a relay that got no answer says whether the request may have been applied",
-          "[shard]") {
+TEST_CASE("a relay that got no answer says whether the request may have been applied", "[shard]") {
     using client::Error;
     // Never sent: not applied.
     auto f = decoded(shard::no_answer_frame(
@@ -61,10 +60,10 @@ TEST_CASE("a relay that got no answer says whether the request may have been app
     CHECK(f.error.code == Code::unavailable);
     CHECK_THAT(f.error.message, Catch::Contains("shard 'b'"));
     // Sent, then the connection broke, or the relay closed, or no answer in time: unknown.
-    for (const auto& e :
-         {Error(Code::unavailable, "connection to x lost (eof); put may or may not have been applied"),
-          Error(Code::unavailable, "client is closing"),
-          Error(Code::timeout, "put got no answer in time")}) {
+    for (const auto& e : {Error(Code::unavailable,
+                                "connection to x lost (eof); put may or may not have been applied"),
+                          Error(Code::unavailable, "client is closing"),
+                          Error(Code::timeout, "put got no answer in time")}) {
         CHECK(decoded(shard::no_answer_frame(6, "b", e)).error.code == Code::timeout);
     }
 }

@@ -34,7 +34,7 @@ TEST_CASE("the bucket hash is 64-bit FNV-1a over queue, a zero byte, then key", 
     // its own implementation against the same numbers (docs/sharding.md).
     CHECK(fnv1a64("", "") == 0xaf63bd4c8601b7dfULL);  // FNV-1a of the single byte 0x00
     CHECK(fnv1a64("tokens", "token-1") == 0x88634cb537d61368ULL);
-    CHECK(fnv1a64("a", "") != fnv1a64("", "a"));      // the separator keeps them apart
+    CHECK(fnv1a64("a", "") != fnv1a64("", "a"));  // the separator keeps them apart
     CHECK(fnv1a64("tokens", "token-1") != fnv1a64("tokens", "token-2"));
     const auto map = parse_shard_map(two_shards(1, "[[0, 511]]", "[[512, 1023]]"), "map");
     CHECK(map.bucket_of("tokens", "token-1") == fnv1a64("tokens", "token-1") % 1024);
@@ -55,7 +55,8 @@ TEST_CASE("a map assigns every bucket to exactly one shard", "[shard]") {
     CHECK_FALSE(map.find("c"));
     // Keys spread over both shards in proportion to their buckets.
     std::map<std::size_t, int> per_shard;
-    for (int i = 0; i < 10'000; ++i) ++per_shard[map.shard_of("q", "key-" + std::to_string(i))];
+    for (int i = 0; i < 10'000; ++i)
+        ++per_shard[map.shard_of("q", "key-" + std::to_string(i))];
     CHECK(per_shard[1] > 700);
     CHECK(per_shard[1] < 1300);
 }
@@ -67,8 +68,7 @@ TEST_CASE("a map that does not add up is refused with the reason", "[shard]") {
                Catch::Contains("bucket 511 belongs to no shard"));
     CHECK_THAT(refusal(two_shards(1, "[[0, 511]]", "[[512, 1024]]")),
                Catch::Contains("is not within 0..1023"));
-    CHECK_THAT(refusal(two_shards(1, "[[5, 0]]", "[[0, 1023]]")),
-               Catch::Contains("is not within"));
+    CHECK_THAT(refusal(two_shards(1, "[[5, 0]]", "[[0, 1023]]")), Catch::Contains("is not within"));
     CHECK_THAT(refusal(two_shards(1, "[0, 511]", "[[512, 1023]]")),
                Catch::Contains("[first, last] pairs"));
     CHECK_THAT(refusal(two_shards(0, "[[0, 511]]", "[[512, 1023]]")),

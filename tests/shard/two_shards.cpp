@@ -26,7 +26,8 @@ TwoShards::TwoShards(const std::string& name, std::vector<std::string> extra_arg
 }
 
 TwoShards::~TwoShards() {
-    for (auto& p : proxies_) p->kill9();
+    for (auto& p : proxies_)
+        p->kill9();
     if (!test_case_failed() && std::uncaught_exceptions() == 0) {
         std::error_code ec;
         std::filesystem::remove_all(dir_, ec);
@@ -34,8 +35,10 @@ TwoShards::~TwoShards() {
         for (std::size_t i = 0; i < proxies_.size(); ++i) {
             std::ifstream log(dir_ / ("proxy" + std::to_string(i) + ".log"));
             std::string line, text;
-            while (std::getline(log, line)) text += line + "\n";
-            std::cerr << "proxy " << i << " log:\n" << text.substr(text.size() > 4000 ? text.size() - 4000 : 0);
+            while (std::getline(log, line))
+                text += line + "\n";
+            std::cerr << "proxy " << i << " log:\n"
+                      << text.substr(text.size() > 4000 ? text.size() - 4000 : 0);
         }
     }
 }
@@ -45,8 +48,8 @@ void TwoShards::write_map(std::uint64_t version, const std::string& a_ranges,
     std::ofstream out(map_path_);
     out << "version = " << version << "\nbuckets = 1024\n";
     for (int s = 0; s < 2; ++s) {
-        out << "[[shards]]\nname = \"" << (s == 0 ? "a" : "b") << "\"\nbuckets = "
-            << (s == 0 ? a_ranges : b_ranges) << "\nmembers = [\n";
+        out << "[[shards]]\nname = \"" << (s == 0 ? "a" : "b")
+            << "\"\nbuckets = " << (s == 0 ? a_ranges : b_ranges) << "\nmembers = [\n";
         for (int i = 0; i < 3; ++i)
             out << "  { id = \"" << shard(s).node_id(i) << "\", client = \""
                 << shard(s).client_address(i) << "\" },\n";
@@ -65,8 +68,9 @@ std::pair<int, int> TwoShards::start_all() {
 }
 
 std::string TwoShards::start_proxy(std::vector<std::string> extra_args) {
-    std::vector<std::string> args{"--map", map_path_.string(), "--listen", "127.0.0.1:0",
-                                  "--name", "proxy" + std::to_string(proxies_.size())};
+    std::vector<std::string> args{"--map",    map_path_.string(),
+                                  "--listen", "127.0.0.1:0",
+                                  "--name",   "proxy" + std::to_string(proxies_.size())};
     args.insert(args.end(), extra_args.begin(), extra_args.end());
     const auto log = dir_ / ("proxy" + std::to_string(proxies_.size()) + ".log");
     proxies_.push_back(std::make_unique<DueqdProcess>(PROXY_BINARY, args, log.string()));
@@ -82,17 +86,6 @@ client::Result<client::ResponseFrame> raw_call(client::Client& c, std::string_vi
     c.async_raw(op, request->get(),
                 [promise](client::Result<client::ResponseFrame> r) { promise->set_value(r); });
     return answer.get();
-}
-
-const msgpack::object* field_of(const msgpack::object& map, std::string_view name) {
-    if (map.type != msgpack::type::MAP) return nullptr;
-    for (std::uint32_t i = 0; i < map.via.map.size; ++i) {
-        const auto& kv = map.via.map.ptr[i];
-        if (kv.key.type == msgpack::type::STR &&
-            std::string_view(kv.key.via.str.ptr, kv.key.via.str.size) == name)
-            return &kv.val;
-    }
-    return nullptr;
 }
 
 }  // namespace dueq::test

@@ -24,8 +24,7 @@ class TwoShards {
 
     Cluster& shard(int s) { return s == 0 ? *a_ : *b_; }
     // Writes the map file: shard a owns `a_ranges`, b the rest of 1024 buckets.
-    void write_map(std::uint64_t version, const std::string& a_ranges,
-                   const std::string& b_ranges);
+    void write_map(std::uint64_t version, const std::string& a_ranges, const std::string& b_ranges);
     const std::filesystem::path& map_path() const { return map_path_; }
     shard::ShardMap map() const { return shard::load_shard_map_file(map_path_.string()); }
     // Starts all six nodes and waits until each shard has a leader; returns their indexes.
@@ -46,7 +45,6 @@ client::Result<client::ResponseFrame> raw_call(
     client::Client& c, std::string_view op, std::uint32_t fields,
     const std::function<void(shard::Packer&)>& pack = [](shard::Packer&) {});
 
-// A field of a response map, or nullptr.
-const msgpack::object* field_of(const msgpack::object& map, std::string_view name);
+using shard::field;
 
 }  // namespace dueq::test

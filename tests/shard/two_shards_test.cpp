@@ -60,12 +60,9 @@ std::uint64_t tasks_on(TwoShards& d, int s, const std::string& queue) {
 std::pair<std::uint64_t, std::uint64_t> expected_split(const shard::ShardMap& map,
                                                        const std::string& queue, int n) {
     std::pair<std::uint64_t, std::uint64_t> split{0, 0};
-    for (int i = 0; i < n; ++i) (map.shard_of(queue, key_name(i)) == 0 ? split.first : split.second)++;
+    for (int i = 0; i < n; ++i)
+        (map.shard_of(queue, key_name(i)) == 0 ? split.first : split.second)++;
     return split;
-}
-
-std::string str_of(const msgpack::object* o) {
-    return o && o->type == msgpack::type::STR ? std::string(o->via.str.ptr, o->via.str.size) : "";
 }
 
 }  // namespace
@@ -137,7 +134,8 @@ TEST_CASE("keys land on the shard their bucket names, whichever node or proxy th
 
     SECTION("a client that asks for redirects gets wrong_shard and the right shard's address") {
         int other = 0;
-        while (map.shard_of("tokens", key_name(other)) != 1) ++other;
+        while (map.shard_of("tokens", key_name(other)) != 1)
+            ++other;
         auto r = raw_call(*via_a, "get", 3, [&](shard::Packer& pk) {
             shard::pack_str(pk, "queue"), shard::pack_str(pk, "tokens");
             shard::pack_str(pk, "key"), shard::pack_str(pk, key_name(other));
@@ -155,15 +153,15 @@ TEST_CASE("keys land on the shard their bucket names, whichever node or proxy th
             auto r = raw_call(*c, "shards", 0);
             REQUIRE(r.ok());
             REQUIRE(r->ok);
-            CHECK(field_of(*r->map, "version")->as<std::uint64_t>() == 1);
-            CHECK(field_of(*r->map, "buckets")->as<std::uint32_t>() == 1024);
-            CHECK(str_of(field_of(*r->map, "hash")) == "fnv1a64");
-            CHECK(str_of(field_of(*r->map, "shard")) == (c == &via_proxy ? "" : "a"));
-            const auto* shards = field_of(*r->map, "shards");
+            CHECK(field(*r->map, "version")->as<std::uint64_t>() == 1);
+            CHECK(field(*r->map, "buckets")->as<std::uint32_t>() == 1024);
+            CHECK(shard::bytes_of(field(*r->map, "hash")) == "fnv1a64");
+            CHECK(shard::bytes_of(field(*r->map, "shard")) == (c == &via_proxy ? "" : "a"));
+            const auto* shards = field(*r->map, "shards");
             REQUIRE(shards->type == msgpack::type::ARRAY);
             REQUIRE(shards->via.array.size == 2);
-            CHECK(str_of(field_of(shards->via.array.ptr[1], "name")) == "b");
-            CHECK(field_of(shards->via.array.ptr[1], "members")->via.array.size == 3);
+            CHECK(shard::bytes_of(field(shards->via.array.ptr[1], "name")) == "b");
+            CHECK(field(shards->via.array.ptr[1], "members")->via.array.size == 3);
         }
     }
 }
@@ -210,7 +208,8 @@ TEST_CASE("takes through a proxy serve every shard, and a session's leases come 
         REQUIRE(r.ok());
         CHECK(r->tasks.size() == 12);  // from both shards
         std::set<std::string> keys;
-        for (const auto& t : r->tasks) keys.insert(t.key);
+        for (const auto& t : r->tasks)
+            keys.insert(t.key);
         CHECK(keys.size() == 12);
         // One is acked through the proxy; the others the worker leaves taken and goes away.
         client::AckRequest ack;
@@ -236,7 +235,8 @@ TEST_CASE("takes through a proxy serve every shard, and a session's leases come 
 
     SECTION("a blocking take waits on every shard and gets the task that comes due") {
         int on_b_key = 100;
-        while (map.shard_of("later", key_name(on_b_key)) != 1) ++on_b_key;
+        while (map.shard_of("later", key_name(on_b_key)) != 1)
+            ++on_b_key;
         client::TakeRequest take;
         take.queue = "later";
         take.timeout_ms = 5000;
@@ -320,7 +320,7 @@ TEST_CASE("a node and a proxy reread the map on SIGHUP and refuse one that moves
         INFO((r.ok() ? std::string() : r.error().message));
         REQUIRE(r.ok());
         REQUIRE(r->ok);
-        return field_of(*r->map, "version")->as<std::uint64_t>();
+        return field(*r->map, "version")->as<std::uint64_t>();
     };
     auto hup = [&] {
         ::kill(d.shard(0).pid(0), SIGHUP);
@@ -334,9 +334,7 @@ TEST_CASE("a node and a proxy reread the map on SIGHUP and refuse one that moves
     CHECK(version(via_proxy) == 1);
     CHECK_THAT(d.shard(0).log_text(0), Catch::Contains("shard map reload refused"));
     // A map that does not parse is refused too.
-    {
-        std::ofstream(d.map_path()) << "version = 3\nbuckets = [";
-    }
+    { std::ofstream(d.map_path()) << "version = 3\nbuckets = ["; }
     hup();
     CHECK(version(*via_a) == 1);
     CHECK(version(via_proxy) == 1);

@@ -15,9 +15,9 @@
 #include "drill.h"
 #include "failover.h"
 #include "load.h"
-#include "shard/shard_map.h"
 #include "probes.h"
 #include "report.h"
+#include "shard/shard_map.h"
 
 using namespace dueq::bench;
 
@@ -335,7 +335,8 @@ int main(int argc, char** argv) {
             if (!only_shard.empty()) {
                 const auto map = dueq::shard::load_shard_map_file(shard_map);
                 const auto index = map.find(only_shard);
-                if (!index) throw std::runtime_error("no shard '" + only_shard + "' in " + shard_map);
+                if (!index)
+                    throw std::runtime_error("no shard '" + only_shard + "' in " + shard_map);
                 for (std::uint64_t i = 0; i < load.keys; ++i)
                     if (map.shard_of(load.queue, key_of(i, load.key_bytes)) == *index)
                         load.key_numbers.push_back(i);

@@ -72,8 +72,8 @@ int run_shards(Context& ctx) {
     for (const auto& s : (*map)["shards"]) {
         std::string members;
         for (const auto& m : s["members"])
-            members += (members.empty() ? "" : " ") + m.value("id", "?") + "=" +
-                       m.value("client", "?");
+            members +=
+                (members.empty() ? "" : " ") + m.value("id", "?") + "=" + m.value("client", "?");
         const std::string leader = s.value("leader", "");
         t.add({s.value("name", "?"), ranges_text(s["buckets"]), leader.empty() ? "-" : leader,
                members});

@@ -177,16 +177,17 @@ int run_status_of_shards(Context& ctx, int64_t wait_ms,
     int rc = 0;
     for (const auto& s : (*map)["shards"]) {
         std::vector<std::string> addrs;
-        for (const auto& m : s["members"]) addrs.push_back(m.value("client", ""));
+        for (const auto& m : s["members"])
+            addrs.push_back(m.value("client", ""));
         const auto views = ask_until_leader(ctx, addrs, wait_ms, deadline);
         const std::string name = s.value("name", "?");
         if (!leader_known(views)) rc = 1;
         if (ctx.json) {
             Json nodes = Json::array();
             for (const auto& v : views)
-                nodes.push_back(v.error ? Json{{"address", v.address},
-                                               {"error", v.error->to_string()}}
-                                        : Json{{"address", v.address}, {"status", v.status}});
+                nodes.push_back(v.error
+                                    ? Json{{"address", v.address}, {"error", v.error->to_string()}}
+                                    : Json{{"address", v.address}, {"status", v.status}});
             out["shards"].push_back({{"name", name}, {"nodes", nodes}});
             continue;
         }
@@ -194,9 +195,9 @@ int run_status_of_shards(Context& ctx, int64_t wait_ms,
         for (const auto& r : s["buckets"])
             if (r.is_array() && r.size() == 2)
                 buckets += r[1].get<std::uint64_t>() - r[0].get<std::uint64_t>() + 1;
-        std::cout << (out["shards"].empty() ? "" : "\n") << "== shard " << name
-                  << " (" << buckets << " of " << map->value("buckets", 0)
-                  << " buckets, map version " << map->value("version", 0) << ")\n";
+        std::cout << (out["shards"].empty() ? "" : "\n") << "== shard " << name << " (" << buckets
+                  << " of " << map->value("buckets", 0) << " buckets, map version "
+                  << map->value("version", 0) << ")\n";
         out["shards"].push_back(name);
         print_nodes(views);
         const NodeView* leader = nullptr;

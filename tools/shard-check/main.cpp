@@ -15,69 +15,12 @@
 #include <vector>
 
 #include "client/client.h"
-#include "shard/request_map.h"
-#include "shard/shard_map.h"
+#include "shard/sharded_client.h"
 
 using namespace dueq;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-const msgpack::object* field(const msgpack::object& m, std::string_view name) {
-    if (m.type != msgpack::type::MAP) return nullptr;
-    for (std::uint32_t i = 0; i < m.via.map.size; ++i) {
-        const auto& kv = m.via.map.ptr[i];
-        if (kv.key.type == msgpack::type::STR &&
-            std::string_view(kv.key.via.str.ptr, kv.key.via.str.size) == name)
-            return &kv.val;
-    }
-    return nullptr;
-}
-
-std::string text(const msgpack::object* o) {
-    return o && o->type == msgpack::type::STR ? std::string(o->via.str.ptr, o->via.str.size) : "";
-}
-
-// The shard map as the `shards` op gives it, rebuilt as a ShardMap.
-std::optional<shard::ShardMap> fetch_map(const std::string& address, std::string& why) {
-    client::ClientOptions o;
-    o.seeds = {address};
-    o.max_redirects = 0;
-    client::Client c(o);
-    std::promise<client::Result<client::ResponseFrame>> p;
-    auto f = p.get_future();
-    auto req = shard::request_map("shards", 0);
-    c.async_raw("shards", req->get(), [&p](auto r) { p.set_value(r); });
-    auto r = f.get();
-    if (!r.ok() || !r->ok) {
-        why = r.ok() ? r->error.to_string() : r.error().to_string();
-        return std::nullopt;
-    }
-    shard::ShardMap map;
-    map.version = field(*r->map, "version")->as<std::uint64_t>();
-    map.bucket_count = field(*r->map, "buckets")->as<std::uint32_t>();
-    map.owner.assign(map.bucket_count, 0);
-    const auto* shards = field(*r->map, "shards");
-    for (std::uint32_t i = 0; i < shards->via.array.size; ++i) {
-        const auto& s = shards->via.array.ptr[i];
-        shard::Shard out;
-        out.name = text(field(s, "name"));
-        const auto* members = field(s, "members");
-        for (std::uint32_t j = 0; j < members->via.array.size; ++j)
-            out.members.push_back({text(field(members->via.array.ptr[j], "id")),
-                                   text(field(members->via.array.ptr[j], "client"))});
-        const auto* ranges = field(s, "buckets");
-        for (std::uint32_t j = 0; j < ranges->via.array.size; ++j) {
-            const auto& r2 = ranges->via.array.ptr[j];
-            const auto lo = r2.via.array.ptr[0].as<std::uint32_t>();
-            const auto hi = r2.via.array.ptr[1].as<std::uint32_t>();
-            out.buckets.emplace_back(lo, hi);
-            for (auto b = lo; b <= hi && b < map.bucket_count; ++b) map.owner[b] = std::uint16_t(i);
-        }
-        map.shards.push_back(std::move(out));
-    }
-    return map;
-}
 
 // Tasks of `queue` on shard s, counted by its leader (stats are served locally: a follower
 // could be behind).
@@ -118,20 +61,23 @@ int main(int argc, char** argv) {
                    "round robin). The first also gives the shard map.")
         ->required()
         ->delimiter(',');
-    app.add_option("--keys", keys, "keys to put")->capture_default_str()->check(CLI::Range(1, 100'000'000));
+    app.add_option("--keys", keys, "keys to put")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 100'000'000));
     app.add_option("--queue", queue, "the queue to put into (fresh!)")->capture_default_str();
     app.add_option("--depth", depth, "puts in flight per entry point")
         ->capture_default_str()
         ->check(CLI::Range(1, 10'000));
     CLI11_PARSE(app, argc, argv);
 
-    std::string why;
-    auto map = fetch_map(entries.front(), why);
-    if (!map) {
-        std::fprintf(stderr, "dueq-shard-check: no shard map from %s: %s\n", entries.front().c_str(),
-                     why.c_str());
+    shard::ShardedClientOptions so;
+    so.client.seeds = {entries.front()};
+    shard::ShardedClient routed(so);
+    if (auto st = routed.refresh_map(); !st.ok()) {
+        std::fprintf(stderr, "dueq-shard-check: %s\n", st.error().message.c_str());
         return 1;
     }
+    const auto map = routed.map();
     std::printf("shard map version %llu: %zu shards, %u buckets\n",
                 (unsigned long long)map->version, map->shards.size(), map->bucket_count);
 
@@ -168,21 +114,24 @@ int main(int argc, char** argv) {
             drain();
         });
     }
-    for (auto& t : threads) t.join();
+    for (auto& t : threads)
+        t.join();
     const double secs = std::chrono::duration<double>(Clock::now() - started).count();
     std::printf("put %d keys through %zu entry points in %.1f s (%.0f/s), %d failed\n", keys,
                 entries.size(), secs, keys / secs, failed.load());
 
     std::vector<std::uint64_t> want(map->shards.size(), 0);
-    for (int i = 0; i < keys; ++i) ++want[map->shard_of(queue, "k" + std::to_string(i))];
+    for (int i = 0; i < keys; ++i)
+        ++want[map->shard_of(queue, "k" + std::to_string(i))];
     bool ok = failed == 0;
     std::printf("%-8s %10s %10s %s\n", "SHARD", "EXPECTED", "COUNTED", "");
     for (std::size_t s = 0; s < map->shards.size(); ++s) {
         auto got = count_on(map->shards[s], queue);
         const bool same = got && *got == want[s];
         ok = ok && same;
-        std::printf("%-8s %10llu %10s %s\n", map->shards[s].name.c_str(), (unsigned long long)want[s],
-                    got ? std::to_string(*got).c_str() : "?", same ? "ok" : "MISMATCH");
+        std::printf("%-8s %10llu %10s %s\n", map->shards[s].name.c_str(),
+                    (unsigned long long)want[s], got ? std::to_string(*got).c_str() : "?",
+                    same ? "ok" : "MISMATCH");
     }
     std::printf("%s\n", ok ? "every key is on the shard its bucket names"
                            : "FAILED: keys missing or on the wrong shard");
