@@ -64,7 +64,8 @@ Result<ResponseFrame> decode_response(std::string_view body, const DecodeLimits&
 
 // Forwarding (dueq-proxy, a node relaying to another shard). `map` is a request or a
 // response as a msgpack map; the result is a whole frame holding the same entries with
-// "id" set to `id` (added if it was missing). Extra fields are put after the others.
+// "id" set to `id` (added if it was missing). Extra fields are put after the others, in
+// place of any the map held under the same names.
 std::string repack_with_id(const msgpack::object& map, uint64_t id,
                            const std::vector<std::pair<std::string, bool>>& extra_bools = {});
 // The request body a client sent (already checked by the server), unpacked for

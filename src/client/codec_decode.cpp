@@ -211,9 +211,15 @@ std::string repack_with_id(const msgpack::object& map, uint64_t id,
     buf.write("\0\0\0\0", 4);
     msgpack::packer<msgpack::sbuffer> pk(buf);
     std::uint32_t kept = 0;
-    auto is_id = [](const msgpack::object_kv& kv) {
-        return kv.key.type == msgpack::type::STR && kv.key.via.str.size == 2 &&
-               std::memcmp(kv.key.via.str.ptr, "id", 2) == 0;
+    // "id" and the extra fields are written anew, so a copy of the sender's would repeat
+    // a key in the map.
+    auto is_id = [&](const msgpack::object_kv& kv) {
+        if (kv.key.type != msgpack::type::STR) return false;
+        const std::string_view k(kv.key.via.str.ptr, kv.key.via.str.size);
+        if (k == "id") return true;
+        for (const auto& extra : extra_bools)
+            if (k == extra.first) return true;
+        return false;
     };
     if (map.type == msgpack::type::MAP)
         for (std::uint32_t i = 0; i < map.via.map.size; ++i)

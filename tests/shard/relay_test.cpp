@@ -49,6 +49,16 @@ TEST_CASE("a relayed request keeps every field, takes the relay's id, and is mar
     CHECK(fields["key"] == "\"k1\"");
     CHECK(fields["payload"] == "[1,2]");
     CHECK(fields["forwarded"] == "true");
+
+    // A sender that already said `forwarded` (false, even) does not get the key twice.
+    auto marked = shard::request_map("get", 2, [](shard::Packer& pk) {
+        shard::pack_str(pk, "forwarded"), pk.pack(false);
+        shard::pack_str(pk, "key"), shard::pack_str(pk, "k1");
+    });
+    const std::string again = client::repack_with_id(marked->get(), 3, {{"forwarded", true}});
+    auto h2 = msgpack::unpack(again.data() + 4, again.size() - 4);
+    CHECK(h2.get().via.map.size == 4);  // id, op, key, forwarded
+    CHECK(shard::field(h2.get(), "forwarded")->as<bool>());
 }
 
 TEST_CASE("a relay that got no answer says whether the request may have been applied", "[shard]") {
