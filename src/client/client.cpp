@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <deque>
+#include <future>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -218,8 +219,10 @@ private:
         if (p->written) {
             const ConnPtr conn = p->conn;
             const auto sent = p->written_at;
-            finish(p, Error(Code::timeout, std::string(p->op) + " got no answer in time; it may "
-                                                                "or may not have been applied"));
+            Error e(Code::timeout,
+                    std::string(p->op) + " got no answer in time; it may or may not have been applied");
+            e.maybe_applied = true;
+            finish(p, std::move(e));
             // Not one frame came back on that connection for the call's whole timeout: a
             // frozen server or a silent link, and every later call would wait on it too
             // (a leader paused by SIGSTOP kept its clients for as long as it slept). Drop
@@ -496,9 +499,10 @@ private:
             }
         }
         for (auto& p : lost) {
-            finish(p, Error(Code::unavailable, "connection to " + conn->address + " lost (" + why +
-                                                   "); " + std::string(p->op) +
-                                                   " may or may not have been applied"));
+            Error e(Code::unavailable, "connection to " + conn->address + " lost (" + why + "); " +
+                                           std::string(p->op) + " may or may not have been applied");
+            e.maybe_applied = true;
+            finish(p, std::move(e));
         }
         for (auto& p : again) detach(p);
         if (shutting_down_) return;
@@ -530,7 +534,11 @@ private:
         for (auto& [id, p] : pending_) all.push_back(p);
         for (auto& p : waiting_) all.push_back(p);
         waiting_.clear();
-        for (auto& p : all) finish(p, Error(Code::unavailable, "client is closing"));
+        for (auto& p : all) {
+            Error e(Code::unavailable, "client is closing");
+            e.maybe_applied = p->written;
+            finish(p, std::move(e));
+        }
         std::vector<ConnPtr> conns(conns_.begin(), conns_.end());
         for (auto& c : conns) close_conn(c, "client is closing");
     }
@@ -601,6 +609,16 @@ void Client::async_raw(std::string_view op, const msgpack::object& request,
                        milliseconds extra_wait,
                        const std::vector<std::pair<std::string, bool>>& extra) {
     impl_->submit_raw(op, request, std::move(done), opts, extra_wait, extra);
+}
+
+Result<ResponseFrame> Client::call_raw(std::string_view op, const msgpack::object& request,
+                                       CallOptions opts) {
+    if (on_io_thread()) return Error(Code::internal, "blocking dueq call from a client callback");
+    std::promise<Result<ResponseFrame>> answer;
+    auto got = answer.get_future();
+    async_raw(op, request, [&answer](Result<ResponseFrame> r) { answer.set_value(std::move(r)); },
+              opts);
+    return got.get();
 }
 
 void Client::async(const TakeRequest& req, Callback<TakeResponse> done, CallOptions opts) {

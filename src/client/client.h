@@ -144,6 +144,9 @@ public:
                    std::function<void(Result<ResponseFrame>)> done, CallOptions opts = {},
                    std::chrono::milliseconds extra_wait = std::chrono::milliseconds(0),
                    const std::vector<std::pair<std::string, bool>>& extra = {});
+    // async_raw, waiting for the answer (not from a client callback: `internal` then).
+    Result<ResponseFrame> call_raw(std::string_view op, const msgpack::object& request,
+                                   CallOptions opts = {});
 
     // Pipelining with futures: submit many, then get() them in any order.
     template <class Req>

@@ -207,13 +207,16 @@ Result<ResponseFrame> decode_response(std::string_view body, const DecodeLimits&
 
 std::string repack_with_id(const msgpack::object& map, uint64_t id,
                            const std::vector<std::pair<std::string, bool>>& extra_bools) {
-    msgpack::sbuffer buf;
-    buf.write("\0\0\0\0", 4);
-    msgpack::packer<msgpack::sbuffer> pk(buf);
-    std::uint32_t kept = 0;
+    // Packed straight into the frame's string: a relay does this twice per request.
+    struct StringBuffer {
+        std::string bytes;
+        void write(const char* data, std::size_t n) { bytes.append(data, n); }
+    } buf;
+    buf.bytes.assign(4, '\0');
+    msgpack::packer<StringBuffer> pk(buf);
     // "id" and the extra fields are written anew, so a copy of the sender's would repeat
     // a key in the map.
-    auto is_id = [&](const msgpack::object_kv& kv) {
+    auto rewritten = [&](const msgpack::object_kv& kv) {
         if (kv.key.type != msgpack::type::STR) return false;
         const std::string_view k(kv.key.via.str.ptr, kv.key.via.str.size);
         if (k == "id") return true;
@@ -221,9 +224,10 @@ std::string repack_with_id(const msgpack::object& map, uint64_t id,
             if (k == extra.first) return true;
         return false;
     };
-    if (map.type == msgpack::type::MAP)
-        for (std::uint32_t i = 0; i < map.via.map.size; ++i)
-            if (!is_id(map.via.map.ptr[i])) ++kept;
+    const std::uint32_t entries = map.type == msgpack::type::MAP ? map.via.map.size : 0;
+    std::uint32_t kept = 0;
+    for (std::uint32_t i = 0; i < entries; ++i)
+        if (!rewritten(map.via.map.ptr[i])) ++kept;
     pk.pack_map(kept + 1 + std::uint32_t(extra_bools.size()));
     auto str = [&](std::string_view v) {
         pk.pack_str(std::uint32_t(v.size()));
@@ -231,21 +235,20 @@ std::string repack_with_id(const msgpack::object& map, uint64_t id,
     };
     str("id");
     pk.pack_uint64(id);
-    if (map.type == msgpack::type::MAP)
-        for (std::uint32_t i = 0; i < map.via.map.size; ++i) {
-            const auto& kv = map.via.map.ptr[i];
-            if (is_id(kv)) continue;
-            pk.pack(kv.key);
-            pk.pack(kv.val);
-        }
+    for (std::uint32_t i = 0; i < entries; ++i) {
+        const auto& kv = map.via.map.ptr[i];
+        if (rewritten(kv)) continue;
+        pk.pack(kv.key);
+        pk.pack(kv.val);
+    }
     for (const auto& [name, value] : extra_bools) {
         str(name);
         pk.pack(value);
     }
-    std::string frame(buf.data(), buf.size());
+    std::string& frame = buf.bytes;
     const auto n = std::uint32_t(frame.size() - 4);
     frame[0] = char(n >> 24), frame[1] = char(n >> 16), frame[2] = char(n >> 8), frame[3] = char(n);
-    return frame;
+    return std::move(frame);
 }
 
 Result<std::shared_ptr<msgpack::object_handle>> unpack_request(std::string_view body) {

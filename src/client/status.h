@@ -26,6 +26,9 @@ struct Error {
     std::string leader;
     // The code as sent by the server (differs from code_name(code) only for Code::unknown).
     std::string code_name;
+    // Client side: the request had been written to a server when the call failed (a broken
+    // connection, the client closing, the deadline), so it may have been applied.
+    bool maybe_applied = false;
 
     Error() = default;
     Error(Code c, std::string msg, std::string leader_addr = {})

@@ -43,4 +43,21 @@ std::string error_frame(std::uint64_t id, queue::Code code, std::string_view mes
     return f.finish();
 }
 
+std::string hello_frame(std::uint64_t id, std::uint64_t session, const std::string& node_id,
+                        const std::string& leader, const std::string& mode) {
+    FrameBuilder f;
+    f.begin_ok(id, 5);
+    f.key("session");
+    f.pk().pack_uint64(session);
+    f.key("node_id");
+    f.str(node_id);
+    f.key("leader");
+    f.str(leader);
+    f.key("protocol");
+    f.pk().pack_uint32(1);
+    f.key("mode");
+    f.str(mode);
+    return f.finish();
+}
+
 }  // namespace dueq::net

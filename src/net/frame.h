@@ -47,6 +47,10 @@ class FrameBuilder {
     msgpack::packer<FrameBuffer> pk_;
 };
 
+// The answer to hello (docs/protocol.md), from a node or a proxy.
+std::string hello_frame(std::uint64_t id, std::uint64_t session, const std::string& node_id,
+                        const std::string& leader, const std::string& mode);
+
 // {"id": id, "ok": false, "error": {"code", "message", "leader"?}}
 std::string error_frame(std::uint64_t id, queue::Code code, std::string_view message,
                         const std::optional<std::string>& leader = std::nullopt);

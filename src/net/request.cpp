@@ -227,6 +227,21 @@ const char* to_string(Op op) {
     return "?";
 }
 
+std::optional<std::pair<std::string_view, std::string_view>> request_key(const Request& req) {
+    using Key = std::pair<std::string_view, std::string_view>;
+    if (const auto* get = std::get_if<GetTask>(&req.body)) return Key(get->queue, get->key);
+    const auto* write = std::get_if<Write>(&req.body);
+    if (!write) return std::nullopt;
+    return std::visit(
+        [](const auto& c) -> std::optional<Key> {
+            if constexpr (requires { c.key; })
+                return Key(c.queue, c.key);
+            else
+                return std::nullopt;
+        },
+        write->command);
+}
+
 std::variant<Request, RequestError> decode_request(std::string_view frame, const Limits& limits) {
     std::string why;
     if (frame.empty()) return RequestError{Code::bad_request, "empty frame", 0};

@@ -75,6 +75,10 @@ struct RequestError {
     std::uint64_t id = 0;
 };
 
+// The (queue, key) a request is about, for the ops that name one task (put, get, delete,
+// touch, ack, release, bury): what a sharded deployment routes by. nullopt for the others.
+std::optional<std::pair<std::string_view, std::string_view>> request_key(const Request& req);
+
 // Decodes one frame body (the bytes after the length prefix). Unknown fields are
 // ignored; a known field of the wrong type, a missing required field, or a value over a
 // limit is refused with a message naming the field.

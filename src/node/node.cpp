@@ -183,7 +183,7 @@ Code Node::handle(const ConnPtr& conn, std::uint64_t id, net::Hello& hello) {
     }
     if (hello.session && writes_->sessions().resume(conn->session, *hello.session, now_ms()))
         conn->session = *hello.session;
-    conn->send(hello_reply(id, conn->session, config_.node_id, leader_client_address(),
+    conn->send(net::hello_frame(id, conn->session, config_.node_id, leader_client_address(),
                            to_string(autonomy_->mode())));
     return Code::ok;
 }

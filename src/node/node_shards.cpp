@@ -2,7 +2,6 @@
 // for keys that belong to another shard, forwarded to its leader or redirected.
 #include <spdlog/spdlog.h>
 
-#include "client/codec.h"
 #include "net/frame.h"
 #include "node/node.h"
 #include "shard/shards_reply.h"
@@ -12,24 +11,6 @@ namespace dueq::node {
 using queue::Code;
 
 namespace {
-
-// The (queue, key) a request is about, when it names one.
-std::optional<std::pair<std::string_view, std::string_view>> routed_key(const net::Request& req) {
-    if (const auto* get = std::get_if<net::GetTask>(&req.body))
-        return std::pair<std::string_view, std::string_view>(get->queue, get->key);
-    const auto* write = std::get_if<net::Write>(&req.body);
-    if (!write) return std::nullopt;
-    return std::visit(
-        [](const auto& c) -> std::optional<std::pair<std::string_view, std::string_view>> {
-            using C = std::decay_t<decltype(c)>;
-            if constexpr (std::is_same_v<C, queue::Put> || std::is_same_v<C, queue::Delete> ||
-                          std::is_same_v<C, queue::Touch> || std::is_same_v<C, queue::Ack> ||
-                          std::is_same_v<C, queue::Release> || std::is_same_v<C, queue::Bury>)
-                return std::pair<std::string_view, std::string_view>(c.queue, c.key);
-            return std::nullopt;
-        },
-        write->command);
-}
 
 // This Raft group's members as a shard map lists them.
 std::vector<shard::ShardMember> group_members(const Config& c) {
@@ -77,7 +58,6 @@ std::optional<std::string> Node::start_sharding() {
     // The other shard answers a write within its proposal timeout (3 s by default); a
     // little more covers the hop, and stays within a client's usual 5 s.
     options.call_timeout = std::chrono::milliseconds(config_.raft.proposal_timeout_ms + 500);
-    options.own_shard = own;
     router_ = std::make_unique<shard::Router>(io_, std::move(map), std::move(options));
     return std::nullopt;
 }
@@ -85,28 +65,21 @@ std::optional<std::string> Node::start_sharding() {
 std::string Node::reload_shard_map() {
     if (!router_) return "the node is not serving";
     const auto& current = router_->map();
-    std::string why;
-    shard::ShardMap next;
-    if (config_.shard_map_file.empty()) {
-        why = "this node has no [shard] map_file";
-    } else {
-        try {
-            next = shard::load_shard_map_file(config_.shard_map_file);
-            why = shard::reload_refusal(current, next, config_.shard_name);
-            if (why.empty()) why = own_shard_mismatch(next, config_);
-        } catch (const std::exception& e) {
-            why = e.what();
-        }
+    std::string why = "this node has no [shard] map_file";
+    std::optional<shard::ShardMap> next;
+    if (!config_.shard_map_file.empty()) {
+        next = shard::load_for_reload(config_.shard_map_file, current, config_.shard_name, why);
+        if (next) why = own_shard_mismatch(*next, config_);
     }
     if (!why.empty()) {
         spdlog::warn("shard map reload refused: {}; still routing by version {}", why,
                      current.version);
         return why;
     }
-    spdlog::info("shard map version {} in use (was {}): {} shards", next.version, current.version,
-                 next.shards.size());
-    own_shard_ = *next.find(config_.shard_name);
-    router_->set_map(std::move(next));
+    spdlog::info("shard map version {} in use (was {}): {} shards", next->version,
+                 current.version, next->shards.size());
+    own_shard_ = *next->find(config_.shard_name);
+    router_->set_map(std::move(*next));
     return "";
 }
 
@@ -115,7 +88,7 @@ bool Node::route_elsewhere(const ConnPtr& conn, const net::Request& req, std::st
     const auto& map = router_->map();
     if (map.shards.size() == 1 || raft_bug_ == raft::PlantedBug::shard_serves_every_key)
         return false;
-    const auto target = routed_key(req);
+    const auto target = net::request_key(req);
     if (!target) return false;
     const std::size_t shard = map.shard_of(target->first, target->second);
     if (shard == own_shard_) return false;
@@ -132,26 +105,12 @@ bool Node::route_elsewhere(const ConnPtr& conn, const net::Request& req, std::st
         metrics_.requests.record(slot, Code::wrong_shard, started);
         return true;
     }
-    auto request = client::unpack_request(frame);
-    if (!request.ok()) {
-        conn->send(net::error_frame(req.id, Code::bad_request, request.error().message));
-        metrics_.requests.record(slot, Code::bad_request, started);
-        return true;
-    }
     std::weak_ptr<net::Connection> weak = conn;
-    const std::string name = map.shards[shard].name;
-    // The handle owns the unpacked request until the router has copied it into its frame.
-    auto handle = *request;
-    router_->call(
-        shard, net::to_string(req.op), handle->get(),
-        [this, weak, id = req.id, slot, started, name](client::Result<client::ResponseFrame> r) {
-            const Code code = !r.ok() ? r.error().code : r->ok ? Code::ok : r->error.code;
-            metrics_.requests.record(slot, code, started);
-            auto c = weak.lock();
-            if (!c || !c->open()) return;
-            c->send(r.ok() ? client::repack_with_id(*r->map, id)
-                           : shard::no_answer_frame(id, name, r.error()));
-        });
+    router_->relay(shard, net::to_string(req.op), frame, req.id,
+                   [this, weak, slot, started](Code code, std::string answer) {
+                       metrics_.requests.record(slot, code, started);
+                       if (auto c = weak.lock(); c && c->open()) c->send(std::move(answer));
+                   });
     return true;
 }
 

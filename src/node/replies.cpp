@@ -9,23 +9,6 @@ namespace dueq::node {
 
 using net::FrameBuilder;
 
-std::string hello_reply(std::uint64_t id, std::uint64_t session, const std::string& node_id,
-                        const std::string& leader, const std::string& mode) {
-    FrameBuilder f;
-    f.begin_ok(id, 5);
-    f.key("session");
-    f.pk().pack_uint64(session);
-    f.key("node_id");
-    f.str(node_id);
-    f.key("leader");
-    f.str(leader);
-    f.key("protocol");
-    f.pk().pack_uint32(1);
-    f.key("mode");
-    f.str(mode);
-    return f.finish();
-}
-
 std::string get_reply(std::uint64_t id, const queue::TaskView& t) {
     FrameBuilder f;
     f.begin_ok(id, 1);

@@ -32,8 +32,6 @@ struct StatusInfo {
     std::uint64_t merged = 0, merge_taken_over = 0, merge_kept = 0, merge_both_sides = 0;
 };
 
-std::string hello_reply(std::uint64_t id, std::uint64_t session, const std::string& node_id,
-                        const std::string& leader, const std::string& mode);
 std::string get_reply(std::uint64_t id, const queue::TaskView& task);
 // `queue` null: every queue.
 std::string stats_reply(std::uint64_t id, const queue::Store& store, const std::string* queue,

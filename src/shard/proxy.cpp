@@ -52,30 +52,24 @@ void Proxy::stop() {
 
 std::string Proxy::reload_map() {
     std::string why;
-    try {
-        auto next = load_shard_map_file(options_.map_file);
-        why = reload_refusal(router_->map(), next, "");
-        if (why.empty()) {
-            spdlog::info("shard map version {} in use (was {})", next.version,
-                         router_->map().version);
-            // Leases held by sessions name shards by index: carry them over by name.
-            const auto& old = router_->map();
-            for (auto& [id, s] : sessions_) {
-                decltype(s.held) moved;
-                for (auto& [k, lease] : s.held)
-                    if (auto i = next.find(old.shards[std::get<0>(k)].name))
-                        moved[{*i, std::get<1>(k), std::get<2>(k)}] = lease;
-                s.held = std::move(moved);
-            }
-            router_->set_map(std::move(next));
-            return "";
-        }
-    } catch (const std::exception& e) {
-        why = e.what();
+    auto next = load_for_reload(options_.map_file, router_->map(), "", why);
+    if (!next) {
+        spdlog::warn("shard map reload refused: {}; still routing by version {}", why,
+                     router_->map().version);
+        return why;
     }
-    spdlog::warn("shard map reload refused: {}; still routing by version {}", why,
-                 router_->map().version);
-    return why;
+    const auto& old = router_->map();
+    spdlog::info("shard map version {} in use (was {})", next->version, old.version);
+    // Leases held by sessions name shards by index: carry them over by name.
+    for (auto& [id, s] : sessions_) {
+        decltype(s.held) moved;
+        for (auto& [k, lease] : s.held)
+            if (auto i = next->find(old.shards[std::get<0>(k)].name))
+                moved[{*i, std::get<1>(k), std::get<2>(k)}] = lease;
+        s.held = std::move(moved);
+    }
+    router_->set_map(std::move(*next));
+    return "";
 }
 
 void Proxy::on_frame(const ConnPtr& conn, std::string_view frame) {
@@ -95,22 +89,12 @@ void Proxy::on_frame(const ConnPtr& conn, std::string_view frame) {
                                     "this proxy requires hello with a token first; closing"));
         return conn->close_after_send();
     }
-    if (auto* get = std::get_if<net::GetTask>(&req.body))
-        return keyed(conn, req, frame, get->queue, get->key);
+    if (auto target = net::request_key(req))
+        return keyed(conn, req, frame, target->first, target->second);
     if (auto* write = std::get_if<net::Write>(&req.body)) {
         if (auto* t = std::get_if<queue::Take>(&write->command))
             return take(conn, req, *t, write->wait_ms);
-        if (std::holds_alternative<queue::Declare>(write->command) ||
-            std::holds_alternative<queue::Kick>(write->command))
-            return to_every_shard(conn, req, frame);
-        return std::visit(
-            [&](const auto& c) {
-                if constexpr (requires { c.key; })
-                    keyed(conn, req, frame, c.queue, c.key);
-                else  // not a client op: decode_request never makes one
-                    conn->send(net::error_frame(req.id, Code::bad_request, "not a client op"));
-            },
-            write->command);
+        return to_every_shard(conn, req, frame);  // declare, kick
     }
     if (std::holds_alternative<net::GetStats>(req.body)) return to_every_shard(conn, req, frame);
     if (auto* h = std::get_if<net::Hello>(&req.body)) return hello(conn, req.id, *h);
@@ -151,14 +135,7 @@ void Proxy::hello(const ConnPtr& conn, std::uint64_t id, const net::Hello& h) {
             conn->session = *h.session;
         }
     }
-    net::FrameBuilder f;
-    f.begin_ok(id, 5);
-    f.key("session"), f.pk().pack_uint64(conn->session);
-    f.key("node_id"), f.str(options_.name);
-    f.key("leader"), f.str("");
-    f.key("protocol"), f.pk().pack_uint32(1);
-    f.key("mode"), f.str("proxy");
-    conn->send(f.finish());
+    conn->send(net::hello_frame(id, conn->session, options_.name, "", "proxy"));
 }
 
 void Proxy::status(const ConnPtr& conn, std::uint64_t id) {
@@ -181,28 +158,20 @@ void Proxy::status(const ConnPtr& conn, std::uint64_t id) {
 void Proxy::keyed(const ConnPtr& conn, const net::Request& req, std::string_view frame,
                   std::string_view queue, std::string_view key) {
     const std::size_t shard = router_->map().shard_of(queue, key);
-    auto request = client::unpack_request(frame);
-    if (!request.ok())
-        return conn->send(net::error_frame(req.id, Code::bad_request, request.error().message));
-    auto handle = *request;
     std::weak_ptr<net::Connection> weak = conn;
-    const std::string name = router_->map().shards[shard].name;
-    router_->call(shard, net::to_string(req.op), handle->get(),
-                  [this, weak, req, shard, q = std::string(queue), k = std::string(key), name,
-                   session = conn->session](client::Result<client::ResponseFrame> r) {
-                      if (r.ok() && r->ok) note_keyed_answer(session, req, shard, q, k);
-                      auto c = weak.lock();
-                      if (!c || !c->open()) return;
-                      c->send(r.ok() ? client::repack_with_id(*r->map, req.id)
-                                     : no_answer_frame(req.id, name, r.error()));
-                  });
+    router_->relay(shard, net::to_string(req.op), frame, req.id,
+                   [this, weak, op = req.op, shard, q = std::string(queue), k = std::string(key),
+                    session = conn->session](Code code, std::string answer) {
+                       if (code == Code::ok) note_keyed_answer(session, op, shard, q, k);
+                       if (auto c = weak.lock(); c && c->open()) c->send(std::move(answer));
+                   });
 }
 
-void Proxy::note_keyed_answer(std::uint64_t session, const net::Request& req, std::size_t shard,
+void Proxy::note_keyed_answer(std::uint64_t session, net::Op op, std::size_t shard,
                               std::string_view queue, std::string_view key) {
     // ack, release, bury and delete end a lease; a put replaces the task and voids it.
-    if (req.op != net::Op::ack && req.op != net::Op::release && req.op != net::Op::bury &&
-        req.op != net::Op::del && req.op != net::Op::put)
+    if (op != net::Op::ack && op != net::Op::release && op != net::Op::bury && op != net::Op::del &&
+        op != net::Op::put)
         return;
     auto it = sessions_.find(session);
     if (it == sessions_.end()) return;

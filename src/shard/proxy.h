@@ -80,7 +80,7 @@ class Proxy {
     void keyed(const ConnPtr& conn, const net::Request& req, std::string_view frame,
                std::string_view queue, std::string_view key);
     // Keeps the session's record of leases in step with a keyed op's success.
-    void note_keyed_answer(std::uint64_t session, const net::Request& req, std::size_t shard,
+    void note_keyed_answer(std::uint64_t session, net::Op op, std::size_t shard,
                            std::string_view queue, std::string_view key);
     // declare, kick, stats: every shard (proxy_merge.cpp).
     void to_every_shard(const ConnPtr& conn, const net::Request& req, std::string_view frame);

@@ -56,17 +56,20 @@ void Router::call(std::size_t shard, std::string_view op, const msgpack::object&
                                 {{"forwarded", true}});
 }
 
-void Router::relay(std::size_t shard, std::string_view op, const msgpack::object& request,
-                   std::uint64_t reply_id, std::function<void(std::string)> done,
-                   std::chrono::milliseconds extra_wait) {
-    const std::string name = map_.shards.at(shard).name;
-    call(
-        shard, op, request,
-        [reply_id, name, done = std::move(done)](client::Result<client::ResponseFrame> r) {
-            if (!r.ok()) return done(no_answer_frame(reply_id, name, r.error()));
-            done(client::repack_with_id(*r->map, reply_id));
-        },
-        extra_wait);
+void Router::relay(std::size_t shard, std::string_view op, std::string_view body,
+                   std::uint64_t reply_id, Relayed done) {
+    auto request = client::unpack_request(body);
+    if (!request.ok())
+        return done(wire::Code::bad_request,
+                    net::error_frame(reply_id, wire::Code::bad_request, request.error().message));
+    // The handle owns the unpacked request until the client has copied it into its frame.
+    const auto handle = *request;
+    call(shard, op, handle->get(),
+         [reply_id, name = map_.shards.at(shard).name,
+          done = std::move(done)](client::Result<client::ResponseFrame> r) {
+             if (!r.ok()) return done(r.error().code, no_answer_frame(reply_id, name, r.error()));
+             done(r->ok ? wire::Code::ok : r->error.code, client::repack_with_id(*r->map, reply_id));
+         });
 }
 
 std::string Router::known_leader(std::size_t shard) const {
@@ -78,22 +81,12 @@ std::string Router::leader_hint(std::size_t shard) const {
     return at.empty() ? map_.shards.at(shard).members.front().client : at;
 }
 
-std::size_t Router::open_clients() const {
-    std::size_t n = 0;
-    for (const auto& c : clients_)
-        n += c != nullptr;
-    return n;
-}
-
 std::string no_answer_frame(std::uint64_t reply_id, const std::string& name,
                             const client::Error& error) {
-    // The client library says `unavailable` both for "never sent" and for "the connection
-    // broke after sending" (or "closing"); only the first means not applied, and its
-    // message tells them apart. Relayed, every other failure reads as what it is: outcome
-    // unknown.
-    const bool never_sent = error.code == wire::Code::unavailable &&
-                            error.message.rfind("no dueq server reachable", 0) == 0;
-    const auto code = never_sent ? wire::Code::unavailable : wire::Code::timeout;
+    // Relayed, a failure reads as what it is: not applied only if the request never left.
+    const auto code = error.code == wire::Code::unavailable && !error.maybe_applied
+                          ? wire::Code::unavailable
+                          : wire::Code::timeout;
     return net::error_frame(reply_id, code, "shard '" + name + "': " + error.message);
 }
 

@@ -28,7 +28,6 @@ namespace dueq::shard {
 struct RouterOptions {
     std::optional<std::string> token;  // said in hello when the shards require one
     std::chrono::milliseconds call_timeout{10'000};
-    std::string own_shard;  // a node's own shard: never dialed ("" for a proxy)
 };
 
 class Router {
@@ -46,11 +45,13 @@ class Router {
     // `extra_wait`: a blocking take's timeout_ms, added to the deadline.
     void call(std::size_t shard, std::string_view op, const msgpack::object& request, Done done,
               std::chrono::milliseconds extra_wait = std::chrono::milliseconds(0));
-    // call(), then the answer as a frame for the original client: its own `reply_id`, or
-    // an error frame when no answer came (timeout: the outcome is unknown).
-    void relay(std::size_t shard, std::string_view op, const msgpack::object& request,
-               std::uint64_t reply_id, std::function<void(std::string frame)> done,
-               std::chrono::milliseconds extra_wait = std::chrono::milliseconds(0));
+    // A client's request (the frame body it sent, already checked by decode_request) sent on
+    // to shard `shard` with call(); `done` gets the answer as a frame for that client, under
+    // its own `reply_id`, and the answer's code: the shard's, or timeout / unavailable when
+    // no answer came (no_answer_frame), or bad_request when the body does not unpack.
+    using Relayed = std::function<void(wire::Code code, std::string frame)>;
+    void relay(std::size_t shard, std::string_view op, std::string_view body,
+               std::uint64_t reply_id, Relayed done);
 
     // Where shard `shard`'s leader was last seen (the address its client is connected to),
     // else its first member's address.
@@ -58,9 +59,6 @@ class Router {
     // The address shard `shard`'s client is connected to ("" when none): after one call,
     // that shard's leader, since the client follows not_leader there.
     std::string known_leader(std::size_t shard) const;
-    // Shards this router holds a client for (for status pages and tests).
-    std::size_t open_clients() const;
-
   private:
     client::Client& client_for(std::size_t shard);
 

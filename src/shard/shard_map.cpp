@@ -198,4 +198,16 @@ std::string reload_refusal(const ShardMap& current, const ShardMap& next, const 
     return "";
 }
 
+std::optional<ShardMap> load_for_reload(const std::string& path, const ShardMap& current,
+                                        const std::string& own, std::string& why) {
+    try {
+        auto next = load_shard_map_file(path);
+        why = reload_refusal(current, next, own);
+        if (why.empty()) return next;
+    } catch (const MapError& e) {
+        why = e.what();
+    }
+    return std::nullopt;
+}
+
 }  // namespace dueq::shard

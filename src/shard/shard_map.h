@@ -72,4 +72,9 @@ ShardMap single_shard_map(const std::string& name, std::vector<ShardMember> memb
 // two different maps never share one.
 std::string reload_refusal(const ShardMap& current, const ShardMap& next, const std::string& own);
 
+// Reads the map file at `path` to replace `current` (reload_refusal's rules, `own` as
+// there): the new map, or nullopt with why it is refused in `why`.
+std::optional<ShardMap> load_for_reload(const std::string& path, const ShardMap& current,
+                                        const std::string& own, std::string& why);
+
 }  // namespace dueq::shard

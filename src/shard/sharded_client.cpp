@@ -1,6 +1,5 @@
 #include "shard/sharded_client.h"
 
-#include <future>
 #include <thread>
 
 #include "shard/request_map.h"
@@ -59,11 +58,7 @@ client::Status ShardedClient::refresh_map() {
         o.seeds = {seed};
         o.max_redirects = 0;
         client::Client c(o);
-        std::promise<client::Result<client::ResponseFrame>> p;
-        auto f = p.get_future();
-        auto request = request_map("shards", 0);
-        c.async_raw("shards", request->get(), [&p](auto r) { p.set_value(std::move(r)); });
-        auto r = f.get();
+        auto r = c.call_raw("shards", request_map("shards", 0)->get());
         if (!r.ok() || !r->ok) {
             why = seed + ": " + (r.ok() ? r->error.to_string() : r.error().to_string());
             continue;

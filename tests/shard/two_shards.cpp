@@ -80,12 +80,7 @@ std::string TwoShards::start_proxy(std::vector<std::string> extra_args) {
 client::Result<client::ResponseFrame> raw_call(client::Client& c, std::string_view op,
                                                std::uint32_t fields,
                                                const std::function<void(shard::Packer&)>& pack) {
-    auto request = shard::request_map(op, fields, pack);
-    auto promise = std::make_shared<std::promise<client::Result<client::ResponseFrame>>>();
-    auto answer = promise->get_future();
-    c.async_raw(op, request->get(),
-                [promise](client::Result<client::ResponseFrame> r) { promise->set_value(r); });
-    return answer.get();
+    return c.call_raw(op, shard::request_map(op, fields, pack)->get());
 }
 
 }  // namespace dueq::test

@@ -1,7 +1,6 @@
 // `dueqctl shards`: the shard map a node or proxy routes by, with each shard's leader.
 #include "shards.h"
 
-#include <future>
 #include <iostream>
 
 #include "command_util.h"
@@ -16,12 +15,7 @@ std::optional<Json> fetch_shard_map(Context& ctx, std::string* why) {
         opts.call_timeout = std::chrono::milliseconds(ctx.timeout_ms);
         opts.max_redirects = 0;
         client::Client c(std::move(opts));
-        auto request = shard::request_map("shards", 0);
-        std::promise<client::Result<client::ResponseFrame>> answer;
-        auto got = answer.get_future();
-        c.async_raw("shards", request->get(),
-                    [&answer](client::Result<client::ResponseFrame> r) { answer.set_value(r); });
-        auto r = got.get();
+        auto r = c.call_raw("shards", shard::request_map("shards", 0)->get());
         if (!r.ok()) {
             *why = address + ": " + r.error().to_string();
             continue;
