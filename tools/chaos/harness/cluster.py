@@ -7,6 +7,7 @@ cut, delay or throttle each direction of each link. Client links are not proxied
 import glob
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -22,18 +23,45 @@ def libfaketime():
     return found[0]
 
 
+_handed_out = set()
+
+
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port free a moment ago, taken below the kernel's ephemeral range
+    (32768 and up): a port the kernel picked would be handed again to a fault proxy's
+    listener or to some outgoing connection before the node binds it."""
+    rng = random.SystemRandom()
+    for _ in range(1000):
+        port = rng.randint(20000, 32000)
+        if port in _handed_out:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _handed_out.add(port)
+        return port
+    raise RuntimeError("no free loopback port in 20000-32000")
 
 
-def wait_line(proc, path, needle, timeout):
-    """Waits until the file `path` (the process's stdout) holds a line with `needle`."""
+def last_lines(path, count=5):
+    try:
+        with open(path, errors="replace") as f:
+            return "".join(f.readlines()[-count:])
+    except OSError:
+        return ""
+
+
+def wait_line(proc, path, needle, timeout, log_path=None):
+    """Waits until the file `path` (the process's stdout) holds a line with `needle`.
+    If the process dies first, the error carries the end of its log (`log_path`)."""
     deadline = time.time() + timeout
     while time.time() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"{proc.args[0]} exited with {proc.returncode} before '{needle}'")
+            tail = last_lines(log_path) if log_path else ""
+            raise RuntimeError(f"{proc.args[0]} exited with {proc.returncode} before '{needle}'"
+                               + (f"; its log ends:\n{tail}" if tail else ""))
         try:
             with open(path) as f:
                 for line in f:
@@ -218,10 +246,11 @@ ttr_ms = {self.ttr_ms}
             env.update(LD_PRELOAD=libfaketime(), FAKETIME_TIMESTAMP_FILE=self.clock_file(n),
                        FAKETIME_DONT_FAKE_MONOTONIC="1", FAKETIME_CACHE_DURATION="1")
         out = os.path.join(self.dir, n, "stdout")
-        with open(out, "w") as o, open(os.path.join(self.dir, n, "dueqd.log"), "a") as e:
+        log_path = os.path.join(self.dir, n, "dueqd.log")
+        with open(out, "w") as o, open(log_path, "a") as e:
             self.procs[n] = subprocess.Popen(args, stdout=o, stderr=e, env=env,
                                              start_new_session=True)
-        wait_line(self.procs[n], out, "listening on port", 30)
+        wait_line(self.procs[n], out, "listening on port", 30, log_path)
 
     def set_clock_offset(self, n, seconds):
         with open(self.clock_file(n), "w") as f:
