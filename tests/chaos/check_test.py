@@ -382,5 +382,65 @@ class CheckerTest(unittest.TestCase):
             self.assertEqual(r.returncode, 2)
 
 
+SHARD_OF = {"k1": "a", "k2": "a", "k3": "b", "k4": "b"}
+
+
+def sharded(lease_k3=1, applied_b2=57, final_k3=True):
+    """A run on two shards behind proxies p1 and p2: each shard counts its own leases and
+    applied indexes, and its nodes read only its keys. Clean with the defaults."""
+    h = Hist()
+    h.events[0].update(nodes=["p1", "p2"], key_shards=SHARD_OF)
+    for i, key in enumerate(SHARD_OF):
+        h.put(100 + 20 * i, 110 + 20 * i, 1, key, f"v{i + 1}", node="p1")
+    h.take(1000, 1010, 2, [("k1", "v1", 1)], node="p2")
+    h.ack(1020, 1030, 2, "k1", 1, "a1", node="p2")
+    h.take(1000, 1012, 3, [("k3", "v3", lease_k3)], node="p1")
+    h.ack(1020, 1030, 3, "k3", lease_k3, "a3", node="p1")
+    finals = {"k1": "a1", "k2": "v2", "k3": "a3", "k4": "v4"}
+    for shard, applied in (("a", {}), ("b", {"b2": applied_b2})):
+        for n in (f"{shard}1", f"{shard}2", f"{shard}3"):
+            for key in (k for k, s in SHARD_OF.items() if s == shard):
+                if key == "k3" and n == "b3" and not final_k3:
+                    continue
+                h.events.append({"t": 30000, "type": "final", "node": n, "key": key,
+                                 "shard": shard, "present": True, "value": finals[key],
+                                 "status": "ready", "time": 1000, "version": 2})
+            h.events.append({"t": 30001, "type": "final_node", "node": n, "shard": shard,
+                             "applied_index": applied.get(n, 100 if shard == "a" else 57),
+                             "commit_index": 100})
+    return h
+
+
+class ShardedCheckerTest(unittest.TestCase):
+    run_check = CheckerTest.run_check
+    assertPasses = CheckerTest.assertPasses
+    assertCaught = CheckerTest.assertCaught
+
+    def test_clean_sharded_history_passes(self):
+        r = self.run_check(sharded())
+        self.assertTrue(r["passed"], self.text)
+        self.assertEqual(r["checks"]["replicas"]["stats"], {"nodes": 6, "keys": 4, "shards": 2})
+
+    def test_lease_id_twice_in_one_shard(self):
+        r = self.run_check(sharded(lease_k3=1))
+        self.assertPasses(r, "G3")   # k1 and k3: lease 1 of shards a and b
+        h = sharded()
+        h.take(2000, 2010, 4, [("k2", "v2", 1)], node="p2")   # lease 1 of shard a again
+        self.assertCaught(self.run_check(h), "G3", "duplicate_lease")
+
+    def test_applied_index_differs_within_a_shard(self):
+        self.assertCaught(self.run_check(sharded(applied_b2=56)), "replicas", "applied_index")
+
+    def test_key_missing_on_a_node_of_its_shard(self):
+        self.assertCaught(self.run_check(sharded(final_k3=False)), "replicas", "missing")
+
+    def test_key_read_on_two_shards(self):
+        h = sharded()
+        h.events.append({"t": 30000, "type": "final", "node": "b1", "key": "k1", "shard": "b",
+                         "present": True, "value": "a1", "status": "ready", "time": 1000,
+                         "version": 2})
+        self.assertCaught(self.run_check(h), "replicas", "two_shards")
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=1)

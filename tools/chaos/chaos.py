@@ -4,11 +4,15 @@
   chaos.py SCENARIO [--seconds N] [--seed S]     one scenario (see --list)
   chaos.py --all [--seconds N]                   every scenario in turn
   chaos.py mix --seconds 1800                    a random nemesis each cycle
+  chaos.py SCENARIO --shards 2                   on two shards of three nodes each
 
 Each run starts three dueqd behind tools/faultproxy, runs the token refresh workload
 (dueq-chaos-workload) on every node, injects the scenario's fault again and again (each
 cycle: fault, hold, heal, wait for a leader), heals everything, reads every key on every
-node, and checks the history (check.py). A report (report.json, summary.txt, the history
+node, and checks the history (check.py). With --shards N: N shards of three nodes (each
+behind its own faultproxy), one shard map and two dueq-proxy that the workload talks to;
+each cycle's fault hits one shard, drawn at random, and the final reads go shard by
+shard. A report (report.json, summary.txt, the history
 and every log) lands in RESULTS/SCENARIO-SEED/. Exit status 0 when every check passed.
 docs/reliability.md describes the scenarios and the checks.
 """
@@ -26,6 +30,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from harness import nemesis  # noqa: E402
 from harness.cluster import Cluster  # noqa: E402
+from harness.shards import ShardedCluster  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
@@ -43,7 +48,7 @@ class Run:
         self.findings = []
         self.windows = []
         self.nemesis_log = open(os.path.join(self.dir, "nemesis.jsonl"), "w")
-        self.node_ids = []
+        self.node_dirs = []
 
     def say(self, msg):
         print(f"[{self.scenario} {time.time() - self.t0:7.1f}s] {msg}", flush=True)
@@ -63,15 +68,16 @@ class Run:
         for k in self.kinds():
             needs.update(k.needs)
         a = self.args
-        c = Cluster(a.build, os.path.join(self.dir, "cluster"), plant=a.plant,
-                    power_cut=needs.get("power_cut", False), faketime=needs.get("faketime", False),
-                    grace_ms=a.grace_ms, ttr_ms=a.ttr_ms, log=self.say)
-        self.node_ids = c.ids
+        options = dict(plant=a.plant, power_cut=needs.get("power_cut", False),
+                       faketime=needs.get("faketime", False), grace_ms=a.grace_ms,
+                       ttr_ms=a.ttr_ms, log=self.say)
+        where = os.path.join(self.dir, "cluster")
+        c = (ShardedCluster(a.build, where, a.shards, **options) if a.shards > 1
+             else Cluster(a.build, where, **options))
+        self.node_dirs = c.node_dirs()
         workload = None
         try:
-            c.start_proxy(self.seed)
-            for n in c.ids:
-                c.start_node(n)
+            c.start(self.seed)
             leader = c.wait_leader(30)
             if not leader:
                 raise RuntimeError("no leader within 30 s of the start")
@@ -80,7 +86,7 @@ class Run:
             wl = [c.binary("tools/chaos/dueq-chaos-workload"), "run", "--history", history,
                   "--seconds", str(a.seconds), "--seed", str(self.seed), "--scenario",
                   self.scenario, "--grace-ms", str(a.grace_ms), "--ttr-ms", str(a.ttr_ms),
-                  "--keys", str(a.keys)]
+                  "--keys", str(a.keys), *c.workload_args()]
             for addr in c.client_addresses():
                 wl += ["--node", addr]
             with open(os.path.join(self.dir, "workload.log"), "w") as log:
@@ -92,18 +98,21 @@ class Run:
                 self.check_processes(c)
                 kind = self.rng.choice(self.kinds())
                 nem = kind(self.rng)
+                shard = c.pick(self.rng)
                 cycle += 1
                 start = int(time.time() * 1000)
-                self.say(f"cycle {cycle}: {nem.name}")
-                nem.start(c)
+                where = {"shard": shard.shard[0]} if shard.shard else {}
+                self.say(f"cycle {cycle}: {nem.name}"
+                         + (f" on shard {where['shard']}" if where else ""))
+                nem.start(shard)
                 # Written once start() decided what it hit (a kill knows then whether a
                 # majority is left), stamped with the moment the fault began.
                 self.event(t=start, type="nemesis", name=nem.describe(), action="start",
-                           majority=nem.majority, affected=nem.affected())
+                           majority=nem.majority, affected=nem.affected(), **where)
                 target = getattr(nem, "node", "") or getattr(nem, "middle", "")
                 self.say(f"  {nem.describe()} {target}, holding {nem.hold:.1f} s more")
                 time.sleep(max(0.0, min(nem.hold, end - time.time())))
-                nem.stop(c)
+                nem.stop(shard)
                 self.event(type="nemesis", name=nem.describe(), action="stop",
                            majority=nem.majority, started=start)
                 leader = c.wait_leader(30)
@@ -120,14 +129,13 @@ class Run:
             if not c.wait_leader(30):
                 self.findings.append("no leader 30 s after the final heal")
             self.say("reading every key on every node")
-            final = [c.binary("tools/chaos/dueq-chaos-workload"), "final", "--history",
-                     history, "--keys", str(a.keys), "--wait-seconds", "60"]
-            for addr in c.client_addresses():
-                final += ["--node", addr]
-            r = subprocess.run(final, capture_output=True, text=True, timeout=300)
-            if r.returncode != 0:
-                self.findings.append("replicas never settled on one applied index: " +
-                                     r.stderr.strip()[-2000:])
+            for shard, final in c.final_reads(history, a.keys):
+                r = subprocess.run(final, capture_output=True, text=True, timeout=300)
+                if r.returncode != 0:
+                    self.findings.append(
+                        (f"shard {shard}: " if shard else "") +
+                        "replicas never settled on one applied index: " +
+                        r.stderr.strip()[-2000:])
             self.check_processes(c)
         finally:
             if workload and workload.poll() is None:
@@ -141,8 +149,7 @@ class Run:
         for n, code in c.unexpected_exits().items():
             self.findings.append(f"{n} exited by itself with status {code} (see its dueqd.log)")
             self.say(f"{n} exited with {code}; restarting it")
-            c.procs[n] = None
-            c.start_node(n)
+            c.restart(n)
 
     def judge(self):
         merged = os.path.join(self.dir, "history.jsonl")
@@ -166,11 +173,13 @@ class Run:
                 checks = json.load(f)
         passed = r.returncode == 0 and not self.findings
         out = {"scenario": self.scenario, "seed": self.seed, "seconds": self.args.seconds,
+               "shards": self.args.shards,
                "plant": self.args.plant, "passed": passed, "findings": self.findings,
                "checker_exit": r.returncode, "checks": checks}
         with open(os.path.join(self.dir, "report.json"), "w") as f:
             json.dump(out, f, indent=1)
         text = [f"scenario {self.scenario}, seed {self.seed}, {self.args.seconds} s"
+                + (f", {self.args.shards} shards" if self.args.shards > 1 else "")
                 + (f", planted {self.args.plant}" if self.args.plant else ""),
                 "PASSED" if passed else "FAILED"]
         text += [f"finding: {x}" for x in self.findings]
@@ -181,8 +190,8 @@ class Run:
             f.write("\n".join(text) + "\n")
         print("\n".join(text), flush=True)
         if not self.args.keep:
-            for n in self.node_ids:
-                shutil.rmtree(os.path.join(self.dir, "cluster", n, "data"), ignore_errors=True)
+            for d in self.node_dirs:
+                shutil.rmtree(os.path.join(d, "data"), ignore_errors=True)
         return out
 
 
@@ -209,6 +218,9 @@ def main():
     p.add_argument("--slack-ms", type=int, default=5000,
                    help="G2: how long after a lease ends its task may wait to be handed out")
     p.add_argument("--keep", action="store_true", help="keep the nodes' data directories")
+    p.add_argument("--shards", type=int, default=1,
+                   help="shards of three nodes, behind two dueq-proxy (default 1: one cluster, "
+                        "no proxy)")
     a = p.parse_args()
     if a.list:
         for k in nemesis.ALL:

@@ -1,17 +1,20 @@
 // dueq-chaos-workload: the client side of tools/chaos (see docs/reliability.md).
 //   run     the token refresh workload against a cluster, appending to a history file
 //   final   once the cluster is healed: waits until every node has applied the same
-//           index, then reads every key on every node and appends `final` events
+//           index, then reads every key on every node and appends `final` events (with
+//           --shard-map and --shard: only the keys of that shard, on that shard's nodes)
 //   status  one JSON line per node (role, term, leader, indexes), for the harness
 #include <CLI/CLI.hpp>
 
 #include <chrono>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <thread>
 
 #include "client/client.h"
 #include "history.h"
+#include "shard/shard_map.h"
 #include "workload.h"
 
 using namespace dueq;
@@ -55,7 +58,9 @@ Json status_of(const NodeAddress& n) {
 
 // One consistent snapshot of every node: all at the same applied index before and after
 // every key was read, so the reads describe that index on each of them.
-bool read_final(const std::vector<NodeAddress>& nodes, const std::string& queue, int keys,
+// `shard` non-empty: only the keys the map gives that shard, and every event names it.
+bool read_final(const std::vector<NodeAddress>& nodes, const std::string& queue,
+                const std::vector<std::string>& keys, const std::string& shard,
                 std::vector<Json>& events) {
     std::vector<Json> before;
     for (const auto& n : nodes) before.push_back(status_of(n));
@@ -66,10 +71,10 @@ bool read_final(const std::vector<NodeAddress>& nodes, const std::string& queue,
     events.clear();
     for (const auto& n : nodes) {
         auto c = direct(n, 2000);
-        for (int k = 0; k < keys; ++k) {
-            const auto key = key_name(k);
+        for (const auto& key : keys) {
             auto r = c->get({.queue = queue, .key = key, .consistency = "local"});
             Json e{{"type", "final"}, {"node", n.id}, {"key", key}};
+            if (!shard.empty()) e["shard"] = shard;
             if (r) {
                 e["present"] = true;
                 e["value"] = payload_text(r->task.payload);
@@ -87,10 +92,12 @@ bool read_final(const std::vector<NodeAddress>& nodes, const std::string& queue,
     for (std::size_t i = 0; i < nodes.size(); ++i) {
         auto after = status_of(nodes[i]);
         if (after["applied_index"] != before[i]["applied_index"]) return false;
-        events.push_back({{"type", "final_node"},
-                          {"node", nodes[i].id},
-                          {"applied_index", after["applied_index"]},
-                          {"commit_index", after["commit_index"]}});
+        Json e{{"type", "final_node"},
+               {"node", nodes[i].id},
+               {"applied_index", after["applied_index"]},
+               {"commit_index", after["commit_index"]}};
+        if (!shard.empty()) e["shard"] = shard;
+        events.push_back(std::move(e));
     }
     return true;
 }
@@ -145,6 +152,14 @@ int main(int argc, char** argv) {
         ->capture_default_str()
         ->check(CLI::Range(0, 90));
     fin->add_option("--wait-seconds", wait_s, "give up after this long")->capture_default_str();
+    std::string map_file, shard;
+    run->add_option("--shard-map", map_file,
+                    "a sharded cluster's map (docs/sharding.md): the meta line names each "
+                    "key's shard, for the checker (lease ids are unique per shard)");
+    auto* map_opt = fin->add_option("--shard-map", map_file,
+                                    "a sharded cluster's map: read only --shard's keys");
+    fin->add_option("--shard", shard, "the shard whose nodes --node names")->needs(map_opt);
+    map_opt->needs("--shard");
     CLI11_PARSE(app, argc, argv);
 
     std::vector<NodeAddress> nodes;
@@ -168,22 +183,44 @@ int main(int argc, char** argv) {
         return 2;
     }
     o.nodes = nodes;
+    std::optional<shard::ShardMap> map;
+    try {
+        if (!map_file.empty()) map = shard::load_shard_map_file(map_file);
+    } catch (const shard::MapError& e) {
+        std::cerr << "dueq-chaos-workload: " << e.what() << "\n";
+        return 2;
+    }
     if (run->parsed()) {
         Json ids = Json::array(), keys = Json::array();
         for (const auto& n : nodes) ids.push_back(n.id);
         for (int k = 0; k < o.keys; ++k) keys.push_back(key_name(k));
-        history.write({{"type", "meta"}, {"scenario", scenario}, {"seed", o.seed},
-                       {"grace_ms", grace_ms}, {"ttr_ms", o.ttr_ms}, {"nodes", ids},
-                       {"keys", keys}});
+        Json meta{{"type", "meta"}, {"scenario", scenario}, {"seed", o.seed},
+                  {"grace_ms", grace_ms}, {"ttr_ms", o.ttr_ms}, {"nodes", ids},
+                  {"keys", keys}};
+        if (map) {
+            Json shards = Json::object();
+            for (int k = 0; k < o.keys; ++k)
+                shards[key_name(k)] = map->shards[map->shard_of(o.queue, key_name(k))].name;
+            meta["key_shards"] = std::move(shards);
+        }
+        history.write(std::move(meta));
         const auto acks = run_workload(o, history);
         std::cerr << "dueq-chaos-workload: " << acks << " refreshes acked in " << o.seconds
                   << " s\n";
         return 0;
     }
+    const auto own = map ? map->find(shard) : std::nullopt;
+    if (map && !own) {
+        std::cerr << "dueq-chaos-workload: " << map_file << " has no shard '" << shard << "'\n";
+        return 2;
+    }
+    std::vector<std::string> keys;
+    for (int k = 0; k < o.keys; ++k)
+        if (!map || map->shard_of(o.queue, key_name(k)) == *own) keys.push_back(key_name(k));
     const auto give_up = wall_ms() + std::int64_t(wait_s) * 1000;
     std::vector<Json> events;
     while (wall_ms() < give_up) {
-        if (read_final(nodes, o.queue, o.keys, events)) {
+        if (read_final(nodes, o.queue, keys, shard, events)) {
             for (auto& e : events) history.write(std::move(e));
             return 0;
         }
@@ -192,6 +229,8 @@ int main(int argc, char** argv) {
     std::cerr << "dueq-chaos-workload: the nodes did not settle on one applied index within "
               << wait_s << " s:\n";
     for (const auto& n : nodes) std::cerr << "  " << status_of(n).dump() << "\n";
-    history.write({{"type", "final_failed"}, {"reason", "no common applied index"}});
+    Json failed{{"type", "final_failed"}, {"reason", "no common applied index"}};
+    if (!shard.empty()) failed["shard"] = shard;
+    history.write(std::move(failed));
     return 1;
 }

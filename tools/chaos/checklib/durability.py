@@ -179,40 +179,76 @@ def _state(ev):
     return tuple(ev.get(f) for f in ("value", "time", "status", "version"))
 
 
+def _replica_groups(h):
+    """Which nodes must agree: every node, or, when the final reads name shards (a sharded
+    run, where the workload's own nodes are proxies), each shard's nodes among themselves."""
+    sharded = {ev["shard"]: None for ev in list(h.final_nodes.values()) + list(h.finals.values())
+               + h.final_failed if ev.get("shard")}
+    if not sharded:
+        return {"": sorted(set(h.meta.get("nodes") or []) | {n for n, _ in h.finals}
+                           | set(h.final_nodes))}
+    groups = {s: set() for s in sharded}
+    for n, ev in h.final_nodes.items():
+        groups.setdefault(ev.get("shard", ""), set()).add(n)
+    for (n, _), ev in h.finals.items():
+        groups.setdefault(ev.get("shard", ""), set()).add(n)
+    return {s: sorted(nodes) for s, nodes in groups.items()}
+
+
 def check_replicas(h):
     c = Check("replicas", "replica agreement on applied index and every key")
     for ev in h.final_failed:
-        c.violation("final_failed", f"the final read failed: {ev.get('reason', '?')}",
-                    [ev["line"]])
+        c.violation("final_failed", f"the final read failed: {ev.get('reason', '?')}"
+                    + (f" (shard {ev['shard']})" if ev.get("shard") else ""), [ev["line"]])
     if not h.finals and not h.final_nodes:
         c.notes.append("no final reads in the history: nothing to compare")
         return c
-    nodes = sorted(set(h.meta.get("nodes") or []) | {n for n, _ in h.finals}
-                   | set(h.final_nodes))
-    applied = {}
-    for n in nodes:
-        ev = h.final_nodes.get(n)
-        if ev is None:
-            c.violation("missing", f"no final_node for {n}", [], node=n)
-        else:
-            applied[n] = ev.get("applied_index")
-    if len(set(applied.values())) > 1:
-        c.violation("applied_index", "applied_index differs: " +
-                    ", ".join(f"{n}={a}" for n, a in sorted(applied.items())),
-                    [h.final_nodes[n]["line"] for n in applied], applied=applied)
-    keys = sorted(set(h.meta.get("keys") or []) | {k for _, k in h.finals})
+    groups = _replica_groups(h)
+    for shard, nodes in sorted(groups.items()):
+        _check_applied(c, h, shard, nodes)
+    reads = {}
+    for (_, k), ev in h.finals.items():
+        reads.setdefault(k, []).append(ev)
+    keys = sorted(set(h.meta.get("keys") or []) | set(reads))
     for key in keys:
         c.checked += 1
+        shards = {ev.get("shard", "") for ev in reads.get(key, ())}
+        if len(shards) > 1:
+            c.violation("two_shards", f"{key}: read as a key of shards {sorted(shards)}",
+                        [ev["line"] for ev in reads[key]], key=key)
+            continue
+        shard = shards.pop() if shards else ("" if "" in groups else None)
+        if shard is None:
+            c.violation("missing", f"{key}: no final read on any shard", [], key=key)
+            continue
         states = {}
-        for n in nodes:
+        for n in groups[shard]:
             ev = h.finals.get((n, key))
             if ev is None:
-                c.violation("missing", f"{key}: no final read on {n}", [], key=key, node=n)
+                c.violation("missing", f"{key}: no final read on {n}",
+                            [e["line"] for e in reads.get(key, ())], key=key, node=n)
             else:
                 states[n] = _state(ev)
         if len(set(states.values())) > 1:
             c.violation("state", f"{key}: " + "; ".join(
                 f"{n} {'/'.join(str(x) for x in s)}" for n, s in sorted(states.items())),
                 [h.finals[(n, key)]["line"] for n in states], key=key)
-    c.stats = {"nodes": len(nodes), "keys": len(keys)}
+    c.stats = {"nodes": sum(len(n) for n in groups.values()), "keys": len(keys)}
+    if len(groups) > 1:
+        c.stats["shards"] = len(groups)
     return c
+
+
+def _check_applied(c, h, shard, nodes):
+    where = f"shard {shard}: " if shard else ""
+    applied = {}
+    for n in nodes:
+        ev = h.final_nodes.get(n)
+        if ev is None:
+            c.violation("missing", f"{where}no final_node for {n}", [], node=n)
+        else:
+            applied[n] = ev.get("applied_index")
+    if len(set(applied.values())) > 1:
+        c.violation("applied_index", f"{where}applied_index differs: " +
+                    ", ".join(f"{n}={a}" for n, a in sorted(applied.items())),
+                    [h.final_nodes[n]["line"] for n in applied], applied=applied)

@@ -134,6 +134,14 @@ class History:
         if len(w[1]) < 5:
             w[1].append(f"line {line}: {text}")
 
+    def lease_scope(self, key):
+        """Where a key's lease ids are unique: its shard ("" when not sharded)."""
+        return ((self.meta or {}).get("key_shards") or {}).get(key, "")
+
+    def lease_of(self, key, lease):
+        """The Lease with this id in the key's shard, if an ok take handed it out."""
+        return self.lease_by_id.get((self.lease_scope(key), lease))
+
     @property
     def grace_ms(self):
         return int((self.meta or {}).get("grace_ms") or 0)
@@ -306,19 +314,20 @@ def _read(h, f, outstanding, open_windows):
 
 
 def _build_leases(h):
-    """Every task of every ok take is a lease. Lease ids come from one store-wide counter,
-    so an id seen twice (on one key or two) is itself a violation (G3)."""
+    """Every task of every ok take is a lease. Lease ids come from one store-wide counter
+    (one per shard: a sharded run's meta line names each key's shard), so an id seen twice
+    in one shard (on one key or two) is itself a violation (G3)."""
     by_id = {}
     for take in h.takes:
         if take.outcome != "ok":
             continue
         for task in take.tasks:
             lease = Lease(task["key"], task["lease"], take, task)
-            prev = by_id.get(lease.lease)
+            prev = by_id.get((h.lease_scope(lease.key), lease.lease))
             if prev is not None:
                 h.duplicate_leases.append((prev, lease))
                 continue
-            by_id[lease.lease] = lease
+            by_id[(h.lease_scope(lease.key), lease.lease)] = lease
             h.leases_by_key.setdefault(lease.key, []).append(lease)
     h.lease_by_id = by_id
     for lst in h.leases_by_key.values():

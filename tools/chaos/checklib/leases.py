@@ -56,11 +56,11 @@ def lease_ends(h, slew=0.0):
                      else L.take.t_inv, "ttr from the take's invoke", [])
     for op in h.ops:
         if op.f in ("ack", "release") and op.outcome != "fail":
-            L = h.lease_by_id.get(op.lease)
+            L = h.lease_of(op.key, op.lease)
             if L is not None and L.key == op.key:
                 _set_end(L, op.t_inv, f"{op.f} invoked", op.lines)
     for ab in h.abandons:
-        L = h.lease_by_id.get(ab["lease"])
+        L = h.lease_of(ab["key"], ab["lease"])
         if L is not None and L.key == ab["key"] and ab.get("rod") and \
                 ab.get("disconnect_t") is not None:
             _set_end(L, int(ab["disconnect_t"]), "connection closed (abandon)", [ab["line"]])
@@ -93,7 +93,7 @@ def lease_ends(h, slew=0.0):
                 continue
             alive = plist[b - 1].t_done
             for task in take.tasks:
-                L = h.lease_by_id.get(task["lease"])
+                L = h.lease_of(task["key"], task["lease"])
                 if L is not None and L.take is take:
                     _set_end(L, alive, f"session may have ended after {alive}: "
                              f"{plist[b].brief()}", plist[b].lines)
@@ -105,8 +105,10 @@ def check_g3(h, slew=0.0):
     over the leases before it finds every such pair's worst A in one sorted pass."""
     c = Check("G3", "no two live leases on one task")
     for a, b in h.duplicate_leases:
-        c.violation("duplicate_lease", f"lease {b.lease} handed out twice: {a.key} and "
-                    f"{b.key}", a.take.lines + b.take.lines, lease=b.lease)
+        scope = h.lease_scope(b.key)
+        c.violation("duplicate_lease", f"lease {b.lease} handed out twice"
+                    + (f" by shard {scope}" if scope else "") + f": {a.key} and {b.key}",
+                    a.take.lines + b.take.lines, lease=b.lease)
     lease_ends(h, slew)
     exempt = merge_intervals((w.start, w.end(h.last_t)) for w in h.windows if w.g3_exempt)
     excluded = 0
@@ -154,7 +156,7 @@ def _stale_acks(h, c):
                             f"lease {B.lease} was granted at {B.ok_t}, before it",
                             op.lines + B.take.lines, key=key, lease=op.lease)
                 continue
-        A = h.lease_by_id.get(op.lease)
+        A = h.lease_of(op.key, op.lease)
         if A is None or A.key != key:
             continue
         if key not in voids:

@@ -77,7 +77,7 @@ def check_g2(h, slack_ms):
     for ab in h.abandons:
         c.checked += 1
         key, lid = ab["key"], ab["lease"]
-        L = h.lease_by_id.get(lid)
+        L = h.lease_of(key, lid)
         if L is None or L.key != key:
             nc["unknown_lease"] = nc.get("unknown_lease", 0) + 1
             continue
