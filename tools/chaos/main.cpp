@@ -194,8 +194,8 @@ int main(int argc, char** argv) {
         Json ids = Json::array(), keys = Json::array();
         for (const auto& n : nodes) ids.push_back(n.id);
         for (int k = 0; k < o.keys; ++k) keys.push_back(key_name(k));
-        Json meta{{"type", "meta"}, {"scenario", scenario}, {"seed", o.seed},
-                  {"grace_ms", grace_ms}, {"ttr_ms", o.ttr_ms}, {"nodes", ids},
+        Json meta{{"type", "meta"},       {"scenario", scenario}, {"seed", o.seed},
+                  {"grace_ms", grace_ms}, {"ttr_ms", o.ttr_ms},   {"nodes", ids},
                   {"keys", keys}};
         if (map) {
             Json shards = Json::object();
