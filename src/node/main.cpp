@@ -90,10 +90,13 @@ int main(int argc, char** argv) {
     }
 
     boost::asio::io_context io(1);
+#ifdef DUEQ_PLANTED_BUGS
+    // Declared before the node, whose RocksDB runs on it until the node is destroyed, and
+    // before the signal set below: it outlives every use of it.
+    dueq::test::FaultEnv fault_env;
+#endif
     dueq::node::Node node(io, config);
 #ifdef DUEQ_PLANTED_BUGS
-    // Declared before the signal set below, so it outlives every use of it.
-    dueq::test::FaultEnv fault_env;
     boost::asio::signal_set power_switch(io);
     if (power_cut) {
         fault_env = dueq::test::make_fault_env();
