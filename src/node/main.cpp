@@ -106,7 +106,10 @@ int main(int argc, char** argv) {
             if (ec) return;
             // From here on every write, sync and rename is a no-op, so nothing the storage
             // thread still does reaches the disk; then the disk goes back to what was synced.
+            // RocksDB's flushes and compactions end first: one still reading a file that the
+            // drop truncates would crash the process half-way through the drop.
             fault_env.fs->crash();
+            node.halt_storage_background_work();
             const auto dropped = fault_env.fs->drop_unsynced();
             std::cerr << "dueqd: power cut: dropped " << dropped.bytes_dropped
                       << " unsynced bytes, truncated " << dropped.files_truncated

@@ -54,6 +54,10 @@ class Node {
     // Tests only, before start(): the RocksDB environment (e.g. one that drops unsynced
     // writes to simulate a power cut).
     void set_storage_env(rocksdb::Env* env) { storage_env_ = env; }
+    // Power-cut harness: RocksDB's background threads stopped (storage::Database).
+    void halt_storage_background_work() {
+        if (db_) db_->halt_background_work();
+    }
     // A test-only defect of the Raft core or shell (raft/config.h); before start().
     void plant(raft::PlantedBug bug) { raft_bug_ = bug; }
 

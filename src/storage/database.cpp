@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <map>
 
+#include <rocksdb/convenience.h>
 #include <rocksdb/db.h>
 #include <rocksdb/memtablerep.h>
 #include <rocksdb/options.h>
@@ -143,6 +144,10 @@ std::unique_ptr<Database> Database::open(const std::string& path, bool sync, Sta
     if (it->Valid()) d->first_log_index_ = get_be64(it->key().ToStringView());
     status = Status{};
     return d;
+}
+
+void Database::halt_background_work() {
+    rocksdb::CancelAllBackgroundWork(db_, true);
 }
 
 Database::~Database() {

@@ -117,6 +117,9 @@ class Database {
     std::shared_ptr<const Checkpoint> checkpoint(const raft::SnapshotMeta& meta);
 
     bool syncs() const { return sync_; }
+    // Stops RocksDB's flushes and compactions and waits for the running ones to end (the
+    // power-cut harness: nothing may read the files while they go back to what was synced).
+    void halt_background_work();
 
   private:
     friend class Checkpoint;
