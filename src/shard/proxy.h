@@ -43,6 +43,9 @@ struct ProxyOptions {
     std::optional<std::string> token;  // clients must say hello with it; sent upstream
     std::chrono::milliseconds session_grace{5000};
     std::chrono::milliseconds call_timeout{4000};
+    // How long a take's sweep waits for one shard before it asks the next: a shard whose
+    // leader is paused or cut off must not hold up the tasks of the others.
+    std::chrono::milliseconds sweep_step_timeout{1000};
     net::Limits limits;
 };
 

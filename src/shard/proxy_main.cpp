@@ -21,7 +21,7 @@ int main(int argc, char** argv) {
         "dueq-proxy"};
     dueq::shard::ProxyOptions o;
     std::string token_file, log_level = "info";
-    std::int64_t grace_ms = 5000, call_timeout_ms = 4000;
+    std::int64_t grace_ms = 5000, call_timeout_ms = 4000, sweep_timeout_ms = 1000;
     app.add_option("--map", o.map_file, "the shard map file (TOML; docs/sharding.md)")
         ->required()
         ->check(CLI::ExistingFile);
@@ -41,6 +41,11 @@ int main(int argc, char** argv) {
                    "timeout_ms)")
         ->capture_default_str()
         ->check(CLI::Range(100, 3'600'000));
+    app.add_option("--sweep-timeout-ms", sweep_timeout_ms,
+                   "a take asks the shards in turn for due tasks; a shard that does not answer "
+                   "in this long is passed over (its tasks wait; the others' do not)")
+        ->capture_default_str()
+        ->check(CLI::Range(10, 3'600'000));
     app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
         ->capture_default_str();
     CLI11_PARSE(app, argc, argv);
@@ -69,6 +74,7 @@ int main(int argc, char** argv) {
     spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ [" + o.name + "] %v");
     o.session_grace = std::chrono::milliseconds(grace_ms);
     o.call_timeout = std::chrono::milliseconds(call_timeout_ms);
+    o.sweep_step_timeout = std::chrono::milliseconds(sweep_timeout_ms);
     std::signal(SIGPIPE, SIG_IGN);
 
     boost::asio::io_context io(1);

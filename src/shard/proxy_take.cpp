@@ -1,5 +1,7 @@
 // take through the proxy: first a sweep that asks each shard in turn for what is due now
-// (the shard asked first rotates from take to take, so that no shard's tasks starve),
+// (the shard asked first rotates from take to take, so that no shard's tasks starve; a
+// shard that does not answer within sweep_step_timeout is passed over, so that one shard's
+// fault does not hold up the others'),
 // then, when nothing was due and the client is willing to wait, a blocking take on every
 // shard at once. The first shard to answer with tasks answers the client; tasks that
 // other shards hand out later are released at once (each costs that task one attempt).
@@ -75,7 +77,8 @@ void Proxy::take_sweep(const std::shared_ptr<TakeJob>& job, std::size_t asked) {
                       if (!router_) return;
                       if (!take_collect(*job, shard, r, name)) return;
                       take_sweep(job, asked + 1);
-                  });
+                  },
+                  std::chrono::milliseconds(0), options_.sweep_step_timeout);
 }
 
 void Proxy::take_wait(const std::shared_ptr<TakeJob>& job) {

@@ -42,7 +42,8 @@ client::Client& Router::client_for(std::size_t shard) {
 }
 
 void Router::call(std::size_t shard, std::string_view op, const msgpack::object& request, Done done,
-                  std::chrono::milliseconds extra_wait) {
+                  std::chrono::milliseconds extra_wait,
+                  std::optional<std::chrono::milliseconds> timeout) {
     std::weak_ptr<bool> alive = alive_;
     // Runs on the client's thread, possibly while the router is being destroyed (a client
     // completes its calls as it closes): it touches nothing of the router but the io_context.
@@ -52,8 +53,8 @@ void Router::call(std::size_t shard, std::string_view op, const msgpack::object&
             if (auto a = alive.lock(); a && *a) done(std::move(r));
         });
     };
-    client_for(shard).async_raw(op, request, std::move(on_answer), {}, extra_wait,
-                                {{"forwarded", true}});
+    client_for(shard).async_raw(op, request, std::move(on_answer), {.timeout = timeout},
+                                extra_wait, {{"forwarded", true}});
 }
 
 void Router::relay(std::size_t shard, std::string_view op, std::string_view body,

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,8 +44,10 @@ class Router {
     using Done = std::function<void(client::Result<client::ResponseFrame>)>;
     // Sends `request` (a client's request map) to shard `shard`, marked as forwarded.
     // `extra_wait`: a blocking take's timeout_ms, added to the deadline.
+    // `timeout`: this call's deadline instead of the router's call_timeout.
     void call(std::size_t shard, std::string_view op, const msgpack::object& request, Done done,
-              std::chrono::milliseconds extra_wait = std::chrono::milliseconds(0));
+              std::chrono::milliseconds extra_wait = std::chrono::milliseconds(0),
+              std::optional<std::chrono::milliseconds> timeout = std::nullopt);
     // A client's request (the frame body it sent, already checked by decode_request) sent on
     // to shard `shard` with call(); `done` gets the answer as a frame for that client, under
     // its own `reply_id`, and the answer's code: the shard's, or timeout / unavailable when

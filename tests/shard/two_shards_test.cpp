@@ -188,7 +188,10 @@ TEST_CASE("takes through a proxy serve every shard, and a session's leases come 
           "[shard][integration]") {
     TwoShards d("take");
     d.start_all();
-    const std::string proxy = d.start_proxy({"--session-grace-ms", "300"});
+    // A proxy that waits long for a shard's answer (longer than its clients wait for its
+    // own), so that only its sweep step timeout can pass over a frozen shard.
+    const std::string proxy =
+        d.start_proxy({"--session-grace-ms", "300", "--call-timeout-ms", "30000"});
     const auto map = d.map();
     client::ClientOptions po;
     po.seeds = {proxy};
@@ -251,6 +254,22 @@ TEST_CASE("takes through a proxy serve every shard, and a session's leases come 
         REQUIRE(r.ok());
         REQUIRE(r->tasks.size() == 1);
         CHECK(r->tasks.front().key == key_name(on_b_key));
+    }
+
+    SECTION("a take is served by shard b while shard a's leader is frozen") {
+        const int a_leader = d.shard(0).wait_for_leader(10s);
+        REQUIRE(a_leader >= 0);
+        d.shard(0).pause(a_leader);
+        client::TakeRequest take;
+        take.queue = "jobs";
+        take.count = 11;
+        auto r = c.take(take);  // the client gives up after 5 s, the proxy after 30 s
+        d.shard(0).resume(a_leader);
+        INFO((r.ok() ? std::string("ok") : r.error().message));
+        REQUIRE(r.ok());
+        REQUIRE(!r->tasks.empty());
+        for (const auto& t : r->tasks)
+            CHECK(map.shard_of("jobs", t.key) == 1);
     }
 }
 
