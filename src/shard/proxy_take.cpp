@@ -72,13 +72,14 @@ void Proxy::take_sweep(const std::shared_ptr<TakeJob>& job, std::size_t asked) {
     const auto want = std::uint32_t(job->take.count - job->tasks.size());
     auto request = take_request(job->take, want, 0);
     const std::string name = router_->map().shards[shard].name;
-    router_->call(shard, "take", request->get(),
-                  [this, job, shard, asked, name](client::Result<client::ResponseFrame> r) {
-                      if (!router_) return;
-                      if (!take_collect(*job, shard, r, name)) return;
-                      take_sweep(job, asked + 1);
-                  },
-                  std::chrono::milliseconds(0), options_.sweep_step_timeout);
+    router_->call(
+        shard, "take", request->get(),
+        [this, job, shard, asked, name](client::Result<client::ResponseFrame> r) {
+            if (!router_) return;
+            if (!take_collect(*job, shard, r, name)) return;
+            take_sweep(job, asked + 1);
+        },
+        std::chrono::milliseconds(0), options_.sweep_step_timeout);
 }
 
 void Proxy::take_wait(const std::shared_ptr<TakeJob>& job) {

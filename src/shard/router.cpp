@@ -53,8 +53,8 @@ void Router::call(std::size_t shard, std::string_view op, const msgpack::object&
             if (auto a = alive.lock(); a && *a) done(std::move(r));
         });
     };
-    client_for(shard).async_raw(op, request, std::move(on_answer), {.timeout = timeout},
-                                extra_wait, {{"forwarded", true}});
+    client_for(shard).async_raw(op, request, std::move(on_answer), {.timeout = timeout}, extra_wait,
+                                {{"forwarded", true}});
 }
 
 void Router::relay(std::size_t shard, std::string_view op, std::string_view body,
