@@ -182,16 +182,12 @@ def _state(ev):
 def _replica_groups(h):
     """Which nodes must agree: every node, or, when the final reads name shards (a sharded
     run, where the workload's own nodes are proxies), each shard's nodes among themselves."""
-    sharded = {ev["shard"]: None for ev in list(h.final_nodes.values()) + list(h.finals.values())
-               + h.final_failed if ev.get("shard")}
-    if not sharded:
-        return {"": sorted(set(h.meta.get("nodes") or []) | {n for n, _ in h.finals}
-                           | set(h.final_nodes))}
-    groups = {s: set() for s in sharded}
-    for n, ev in h.final_nodes.items():
-        groups.setdefault(ev.get("shard", ""), set()).add(n)
-    for (n, _), ev in h.finals.items():
-        groups.setdefault(ev.get("shard", ""), set()).add(n)
+    reads = list(h.final_nodes.values()) + list(h.finals.values())
+    if not any(ev.get("shard") for ev in reads + h.final_failed):
+        return {"": sorted(set(h.meta.get("nodes") or []) | {ev["node"] for ev in reads})}
+    groups = {}
+    for ev in reads:
+        groups.setdefault(ev.get("shard", ""), set()).add(ev["node"])
     return {s: sorted(nodes) for s, nodes in groups.items()}
 
 

@@ -45,6 +45,21 @@ def free_port():
     raise RuntimeError("no free loopback port in 20000-32000")
 
 
+def stop_processes(procs):
+    """SIGTERM to each process still running (None entries are skipped), then waits for
+    each, SIGKILL after 10 s."""
+    procs = [p for p in procs if p]
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+    for p in procs:
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
 def last_lines(path, count=5):
     try:
         with open(path, errors="replace") as f:
@@ -136,12 +151,15 @@ class Cluster:
         return [os.path.join(self.dir, n) for n in self.ids]
 
     def final_reads(self, history, keys):
-        """The `dueq-chaos-workload final` runs that read every key on every node."""
+        """The `dueq-chaos-workload final` runs that read every key on every node (of a
+        shard: only the keys the map gives it), as (shard name or "", command)."""
         args = [self.binary("tools/chaos/dueq-chaos-workload"), "final", "--history", history,
                 "--keys", str(keys), "--wait-seconds", "60"]
+        if self.shard:
+            args += ["--shard-map", self.shard[1], "--shard", self.shard[0]]
         for addr in self.client_addresses():
             args += ["--node", addr]
-        return [("", args)]
+        return [(self.shard[0] if self.shard else "", args)]
 
     # ---- fault proxy ----
     def start_proxy(self, seed):
@@ -374,21 +392,5 @@ ttr_ms = {self.ttr_ms}
     def stop(self):
         for n in list(self.paused):
             self.resume(n)
-        for n, p in self.procs.items():
-            if p and p.poll() is None:
-                p.terminate()
-        for n, p in self.procs.items():
-            if p:
-                try:
-                    p.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
-        if self.proxy:
-            if self.proxy.poll() is None:
-                self.proxy.terminate()
-                try:
-                    self.proxy.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    self.proxy.kill()
-                    self.proxy.wait()
+        stop_processes(self.procs.values())
+        stop_processes([self.proxy])

@@ -9,7 +9,7 @@ Every process is started here and stopped here by its PID.
 import os
 import subprocess
 
-from .cluster import Cluster, free_port, wait_line
+from .cluster import Cluster, free_port, stop_processes, wait_line
 
 PREFIXES = "abcdefgh"
 BUCKETS = 1024
@@ -19,16 +19,13 @@ class ShardedCluster:
     def __init__(self, build, workdir, shards, proxies=2, grace_ms=2000, log=print, **options):
         if not 2 <= shards <= len(PREFIXES):
             raise ValueError(f"--shards must be 2..{len(PREFIXES)}")
-        self.build = build
         self.dir = workdir
-        self.log = log
         self.grace_ms = grace_ms
         self.map_file = os.path.join(workdir, "shards.toml")
         self.clusters = [
             Cluster(build, os.path.join(workdir, p), prefix=p, cluster_id=f"chaos-{p}",
                     shard=(p, self.map_file), grace_ms=grace_ms, log=log, **options)
             for p in PREFIXES[:shards]]
-        self.ids = [n for c in self.clusters for n in c.ids]
         self.proxy_ids = [f"p{i + 1}" for i in range(proxies)]
         self.proxy_port = {p: free_port() for p in self.proxy_ids}
         self.proxy_procs = {}
@@ -53,9 +50,7 @@ class ShardedCluster:
         with open(self.map_file, "w") as f:
             f.write(self.map_text())
         for i, c in enumerate(self.clusters):
-            c.start_proxy(seed + i)
-            for n in c.ids:
-                c.start_node(n)
+            c.start(seed + i)
         for p in self.proxy_ids:
             self.start_dueq_proxy(p)
 
@@ -99,39 +94,20 @@ class ShardedCluster:
             self.proxy_procs[n] = None
             self.start_dueq_proxy(n)
             return
-        c = next(c for c in self.clusters if n in c.ids)
-        c.procs[n] = None
-        c.start_node(n)
+        next(c for c in self.clusters if n in c.ids).restart(n)
 
     def node_dirs(self):
-        return [os.path.join(c.dir, n) for c in self.clusters for n in c.ids]
+        return [d for c in self.clusters for d in c.node_dirs()]
 
     def final_reads(self, history, keys):
         """One `dueq-chaos-workload final` per shard: its keys on its nodes."""
-        runs = []
-        for c in self.clusters:
-            args = [self.binary("tools/chaos/dueq-chaos-workload"), "final", "--history",
-                    history, "--keys", str(keys), "--wait-seconds", "60",
-                    "--shard-map", self.map_file, "--shard", c.shard[0]]
-            for addr in c.client_addresses():
-                args += ["--node", addr]
-            runs.append((c.shard[0], args))
-        return runs
+        return [run for c in self.clusters for run in c.final_reads(history, keys)]
 
     def heal_all(self):
         for c in self.clusters:
             c.heal_all()
 
     def stop(self):
-        for proc in self.proxy_procs.values():
-            if proc and proc.poll() is None:
-                proc.terminate()
-        for proc in self.proxy_procs.values():
-            if proc:
-                try:
-                    proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+        stop_processes(self.proxy_procs.values())
         for c in self.clusters:
             c.stop()
