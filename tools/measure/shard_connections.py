@@ -18,33 +18,14 @@ follower 2 + (N - 1); the proxy N. Linear in N.
 import argparse
 import json
 import os
-import random
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 
-
-def free_ports(n):
-    """Ports free a moment ago, below the kernel's ephemeral range (so no outgoing
-    connection is handed one of them meanwhile)."""
-    ports = []
-    while len(ports) < n:
-        port = random.randint(20000, 30000)
-        if port in ports:
-            continue
-        s = socket.socket()
-        try:
-            s.bind(("127.0.0.1", port))
-            ports.append(port)
-        except OSError:
-            pass
-        finally:
-            s.close()
-    return ports
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "chaos"))
+from harness.cluster import free_port, stop_processes  # noqa: E402
 
 
 def established_sockets(pid):
@@ -90,7 +71,7 @@ def start(cmd, log):
 
 
 def run(n, build, keys, workdir):
-    ports = free_ports(9 * n + 1)
+    ports = [free_port() for _ in range(9 * n + 1)]
     shards = []
     for s in range(n):
         members = []
@@ -157,17 +138,7 @@ def run(n, build, keys, workdir):
             "proxy": established_sockets(proxy.pid),
         }
     finally:
-        for p in procs:
-            try:
-                os.kill(p.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-        for p in procs:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+        stop_processes(procs)
 
 
 def main():
