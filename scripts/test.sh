@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The test command: installs what is missing, builds, and runs every test; then builds
-# again with AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/) and runs the
-# unit and integration tests there (the long simulation and the chaos runs, tools/chaos,
-# run once, in the plain build, and that build leaves the simulator out); then builds the libFuzzer targets with clang-16
-# (build-fuzz/, fuzz/) and runs each for a fixed number of executions from its seeds.
+# again with AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/, clang-16) and
+# runs the unit and integration tests there (the long simulation, the chaos runs and
+# dueq-bench's smoke test run once, in the plain build, and the sanitizer build leaves
+# the simulator and the measuring tools out); then builds the libFuzzer targets with
+# clang-16 (build-fuzz/, fuzz/) and runs each for a fixed number of executions from its
+# seeds.
 #   scripts/test.sh              everything
 #   scripts/test.sh -L unit      only tests labelled unit (ctest arguments pass through)
 #   DUEQ_SANITIZE_TESTS=0 scripts/test.sh   skip the sanitizer pass
@@ -15,8 +17,13 @@ bash scripts/build.sh
 (cd "${BUILD_DIR:-build}" && ctest --output-on-failure --timeout 900 "$@")
 if [ "${DUEQ_SANITIZE_TESTS:-1}" = 1 ]; then
   echo "== sanitizer pass (ASan + UBSan) =="
-  BUILD_DIR=build-asan BUILD_TYPE=Debug bash scripts/build.sh -DDUEQ_SANITIZE=ON -DDUEQ_SIMULATOR=OFF
-  (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+  # clang-16 compiles this unoptimised, instrumented build about a third faster than g++
+  # does (two of the heaviest files: 16 s against 22 s, 4 s against 8 s).
+  BUILD_DIR=build-asan BUILD_TYPE=Debug bash scripts/build.sh -DCMAKE_CXX_COMPILER=clang++-16 \
+    -DDUEQ_SANITIZE=ON -DDUEQ_SIMULATOR=OFF -DDUEQ_BENCH_TOOLS=OFF
+  # clang's sanitizer runtime names files and lines only through llvm-symbolizer.
+  symbolizer=$(command -v llvm-symbolizer-16 || command -v llvm-symbolizer || true)
+  (cd build-asan && ASAN_SYMBOLIZER_PATH=$symbolizer ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
      UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
      ctest --output-on-failure --timeout 900 -LE "sim|chaos" "$@")
 fi
