@@ -1,4 +1,4 @@
-# Shell helpers shared by scripts/ and tools/measure/. Source it: . scripts/lib.sh
+# Shell helpers shared by scripts/ and tools/. Source it: . scripts/lib.sh
 
 # start_dueqd BINARY OUT LOG [ARGS...]
 # Starts BINARY (a dueqd) with ARGS in the background, its stdout to OUT and its stderr
@@ -42,4 +42,17 @@ stop_pid() {
   done
   kill -KILL "$pid" 2>/dev/null || true
   wait "$pid" 2>/dev/null || true
+}
+
+# export_symbolizer: points ASAN_SYMBOLIZER_PATH (unless set) at an llvm-symbolizer, of any
+# version: the sanitizer runtime of clang builds names files and lines only through it.
+export_symbolizer() {
+  [ -z "${ASAN_SYMBOLIZER_PATH:-}" ] || return 0
+  local s
+  for s in llvm-symbolizer-16 llvm-symbolizer /usr/lib/llvm-16/bin/llvm-symbolizer; do
+    if command -v "$s" >/dev/null; then
+      export ASAN_SYMBOLIZER_PATH=$(command -v "$s")
+      return 0
+    fi
+  done
 }

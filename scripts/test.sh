@@ -21,9 +21,9 @@ if [ "${DUEQ_SANITIZE_TESTS:-1}" = 1 ]; then
   # does (two of the heaviest files: 16 s against 22 s, 4 s against 8 s).
   BUILD_DIR=build-asan BUILD_TYPE=Debug bash scripts/build.sh -DCMAKE_CXX_COMPILER=clang++-16 \
     -DDUEQ_SANITIZE=ON -DDUEQ_SIMULATOR=OFF -DDUEQ_BENCH_TOOLS=OFF
-  # clang's sanitizer runtime names files and lines only through llvm-symbolizer.
-  symbolizer=$(command -v llvm-symbolizer-16 || command -v llvm-symbolizer || true)
-  (cd build-asan && ASAN_SYMBOLIZER_PATH=$symbolizer ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+  . scripts/lib.sh
+  export_symbolizer
+  (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
      UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
      ctest --output-on-failure --timeout 900 -LE "sim|chaos" "$@")
 fi

@@ -76,12 +76,8 @@ done
 [ ${#targets[@]} -gt 0 ] || targets=("${all_targets[@]}")
 
 [ "$build_first" = 0 ] || build_fuzz
-# Symbolized reports: llvm-symbolizer of any version will do.
-if [ -z "${ASAN_SYMBOLIZER_PATH:-}" ]; then
-  for s in llvm-symbolizer-16 llvm-symbolizer /usr/lib/llvm-16/bin/llvm-symbolizer; do
-    if command -v "$s" >/dev/null; then export ASAN_SYMBOLIZER_PATH=$(command -v "$s"); break; fi
-  done
-fi
+. scripts/lib.sh
+export_symbolizer
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
 logs=$build/fuzz-logs
