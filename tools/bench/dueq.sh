@@ -19,6 +19,7 @@ cmd=${1:?usage: dueq.sh node DIR PORT [FSYNC] | cluster DIR | member DIR I}
 dir=${2:?data directory}
 cbase=${DUEQ_CLIENT_BASE:-7771}
 pbase=${DUEQ_PEER_BASE:-7871}
+source "$root/tools/bench/wait-for-line.sh"
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
 
@@ -45,18 +46,13 @@ launch() {  # launch NAME CONFIG: starts dueqd, prints its PID once it listens
   : >"$dir/$name.out"
   "$dueqd" --config "$config" >>"$dir/$name.out" 2>>"$dir/$name.log" </dev/null &
   local pid=$!
-  for _ in $(seq 1 120000); do
-    if grep -q "listening on port" "$dir/$name.out" 2>/dev/null; then
-      echo "$pid" >"$dir/$name.pid"
-      echo "$pid"
-      return 0
-    fi
-    kill -0 "$pid" 2>/dev/null || { echo "dueqd $name exited; its log:" >&2; tail -20 "$dir/$name.log" >&2; return 1; }
-    sleep 0.005
-  done
-  echo "dueqd $name did not listen within 600 s" >&2
-  kill "$pid"
-  return 1
+  local rc=0
+  wait_for_line "$dir/$name.out" "listening on port" "$pid" 600 || rc=$?
+  case $rc in
+    0) echo "$pid" >"$dir/$name.pid"; echo "$pid" ;;
+    1) echo "dueqd $name exited; its log:" >&2; tail -20 "$dir/$name.log" >&2; return 1 ;;
+    *) echo "dueqd $name did not listen within 600 s" >&2; kill "$pid"; return 1 ;;
+  esac
 }
 
 common_sections() {  # fsync

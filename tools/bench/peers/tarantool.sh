@@ -19,18 +19,19 @@ dir=$(cd "$dir" && pwd)
 BENCH_LISTEN="127.0.0.1:$port" BENCH_WAL_MODE="$wal" BENCH_DIR="$dir" BENCH_MEMTX_MB="$mem" \
   tarantool "$here/tarantool/queue.lua" >>"$dir/stdout.log" 2>&1 </dev/null &
 pid=$!
-for _ in $(seq 1 60000); do
-  if grep -q "ready to accept requests" "$dir/tarantool.log" 2>/dev/null; then
-    echo "$pid"
-    exit 0
-  fi
-  if ! kill -0 "$pid" 2>/dev/null; then
+source "$here/../wait-for-line.sh"
+rc=0
+wait_for_line "$dir/tarantool.log" "ready to accept requests" "$pid" 600 || rc=$?
+case $rc in
+  0) echo "$pid" ;;
+  1)
     echo "tarantool exited; its log:" >&2
     tail -20 "$dir/tarantool.log" "$dir/stdout.log" >&2
     exit 1
-  fi
-  sleep 0.01
-done
-echo "tarantool did not get ready in 600 s" >&2
-kill "$pid"
-exit 1
+    ;;
+  *)
+    echo "tarantool did not get ready in 600 s" >&2
+    kill "$pid"
+    exit 1
+    ;;
+esac
