@@ -209,7 +209,7 @@ detail::Task* detail::StoreState::install_task(std::string_view queue, std::stri
     t->set_state(d.state);
     table.insert(t);
     if (loading && !fork)
-        unlinked.push_back(t);
+        add_unlinked(t);
     else
         link(*q, t);
     if (d.state == State::taken) {
@@ -225,41 +225,37 @@ detail::Task* detail::StoreState::install_task(std::string_view queue, std::stri
     return t;
 }
 
+void detail::StoreState::add_unlinked(Task* t) {
+    if (unlinked.size() >= UINT32_MAX) link_unlinked();  // an item's seq is 32 bits
+    const bool by_time = t->state() == State::ready || t->state() == State::buried;
+    unlinked_items.push_back({by_time ? t->time : t->aux, std::uint32_t(unlinked.size()),
+                              t->queue_id, std::uint8_t(t->state())});
+    unlinked.push_back(t);
+}
+
 void detail::StoreState::link_unlinked() {
     if (unlinked.empty()) return;
-    // Sorted by (queue, tree, the tree's time), then by load order: a load reads each
-    // queue's tasks in key order, so ties on time stay in key order, the trees' own
-    // tie-break. Each then goes last in its tree, at one comparison. An item names its
-    // task by its place in `unlinked`, which keeps it at 16 bytes (10M of them: 160 MB),
-    // and std::sort needs no second buffer as std::stable_sort would.
-    struct Item {
-        Millis at;
-        std::uint32_t seq;
-        std::uint16_t queue_id;
-        std::uint8_t state;
-    };
-    static_assert(sizeof(Item) == 16);
-    if (unlinked.size() > UINT32_MAX) throw std::length_error("more than 2^32 tasks in one load");
-    std::vector<Item> items;
-    items.reserve(unlinked.size());
-    for (std::size_t i = 0; i < unlinked.size(); ++i) {
-        const Task* t = unlinked[i];
-        const bool by_time = t->state() == State::ready || t->state() == State::buried;
-        items.push_back(
-            {by_time ? t->time : t->aux, std::uint32_t(i), t->queue_id, std::uint8_t(t->state())});
-    }
-    std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
+    std::vector<UnlinkedItem> items;
+    items.swap(unlinked_items);
+    std::sort(items.begin(), items.end(), [](const UnlinkedItem& a, const UnlinkedItem& b) {
         return std::tie(a.queue_id, a.state, a.at, a.seq) <
                std::tie(b.queue_id, b.state, b.at, b.seq);
     });
-    // In time order the tasks are all over memory: ask for each a few items ahead.
+    // In time order the tasks are all over memory: ask for each a few items ahead. Both
+    // lines of its header (records are 8-byte aligned, so most headers straddle two), and
+    // the second holds the key that breaks ties on time.
     constexpr std::size_t kAhead = 8;
     for (std::size_t i = 0; i < items.size(); ++i) {
-        if (i + kAhead < items.size()) __builtin_prefetch(unlinked[items[i + kAhead].seq]);
+        if (i + kAhead < items.size()) {
+            const char* ahead = reinterpret_cast<const char*>(unlinked[items[i + kAhead].seq]);
+            __builtin_prefetch(ahead);
+            __builtin_prefetch(ahead + 64);
+        }
         Task* t = unlinked[items[i].seq];
         link(*queues[items[i].queue_id], t, true);
     }
     std::vector<Task*>().swap(unlinked);
+    std::vector<UnlinkedItem>().swap(unlinked_items);
     for (auto& q : queues)
         if (q) update_calendar(*q);
 }
@@ -374,6 +370,7 @@ bool Store::load_meta(std::string_view encoded) {
 void Store::begin_load(std::size_t tasks, std::size_t record_bytes) {
     impl_->table.reserve(tasks);
     impl_->unlinked.reserve(std::min<std::size_t>(tasks, std::size_t{1} << 26));
+    impl_->unlinked_items.reserve(impl_->unlinked.capacity());
     impl_->loading = true;
     // A record in memory has a larger header than on disk: set aside a quarter more.
     if (record_bytes >= kPrefaultFrom) impl_->arena.reserve_spares(record_bytes / 4 * 5);

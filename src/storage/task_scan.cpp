@@ -14,13 +14,13 @@ namespace dueq::storage {
 
 namespace {
 
-// Chunk layout: per record, its key's and its body's length (4 bytes each, native order:
-// the chunk never leaves the process), then the key, then the body.
-void append_record(std::string& chunk, std::string_view key, std::string_view body) {
-    const std::uint32_t sizes[2] = {std::uint32_t(key.size()), std::uint32_t(body.size())};
+// Chunk layout: per record, its key's and its sealed value's length (4 bytes each, native
+// order: the chunk never leaves the process), then the key, then the value.
+void append_record(std::string& chunk, std::string_view key, std::string_view value) {
+    const std::uint32_t sizes[2] = {std::uint32_t(key.size()), std::uint32_t(value.size())};
     chunk.append(reinterpret_cast<const char*>(sizes), sizeof sizes);
     chunk.append(key);
-    chunk.append(body);
+    chunk.append(value);
 }
 
 class Handoff {
@@ -99,13 +99,7 @@ Status read_records(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* cf, std::strin
     std::string chunk;
     if (!handoff.take_empty(chunk)) return Status{};
     for (it->SeekToFirst(); it->Valid(); it->Next()) {
-        const std::string_view key = it->key().ToStringView();
-        const auto body = unseal(it->value().ToStringView(), key);
-        if (!body) {
-            handoff.put_full(chunk);
-            return Status::error("corrupt task record in column family 'tasks'");
-        }
-        append_record(chunk, key, *body);
+        append_record(chunk, it->key().ToStringView(), it->value().ToStringView());
         if (chunk.size() >= kScanChunkBytes) {
             handoff.put_full(chunk);
             // Only while the loader has work queued: when it waits for records, reading
@@ -142,7 +136,8 @@ Status scan_task_records(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* cf, std::
         }
         for (std::size_t i = 0; i < records.size(); ++i) {
             if (calls.ahead && i + kAhead < records.size()) calls.ahead(records[i + kAhead].first);
-            if (!calls.each(records[i].first, records[i].second)) {
+            const auto body = unseal(records[i].second, records[i].first);
+            if (!body || !calls.each(records[i].first, *body)) {
                 corrupt = true;
                 break;
             }
