@@ -2,6 +2,7 @@
 #include "storage/task_scan.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdlib>
 #include <map>
@@ -52,14 +53,13 @@ std::string encode_meta3(std::uint64_t a, std::uint64_t b, std::uint64_t c) {
     return body;
 }
 
-std::string encode_entry(const raft::Entry& e) {
-    std::string body;
-    body.reserve(17 + e.data.size());
-    put_be64(body, e.term);
-    put_be64(body, e.time);
-    body.push_back(char(e.type));
-    body.append(e.data);
-    return body;
+// A log record's body is this head (term, log time, type: 17 bytes) and then the entry's
+// data.
+void entry_head(const raft::Entry& e, std::string& head) {
+    head.clear();
+    put_be64(head, e.term);
+    put_be64(head, e.time);
+    head.push_back(char(e.type));
 }
 
 // Everything below the first task key's 2-byte queue length (queue names are < 64 KiB).
@@ -71,11 +71,28 @@ namespace {
 std::uint32_t record_crc(std::string_view key, std::string_view body) {
     return crc32c_extend(crc32c(key.data(), key.size()), body.data(), body.size());
 }
+
+// A sealed record's first 4 bytes: its CRC, big-endian.
+std::array<char, 4> crc_prefix(std::uint32_t c) {
+    return {char(c >> 24), char(c >> 16), char(c >> 8), char(c)};
+}
+
+// Puts seal(head + body, key) into the batch without building it: the CRC is computed
+// over the parts, and RocksDB gathers them into the batch, the one copy.
+void put_sealed(rocksdb::WriteBatch& batch, rocksdb::ColumnFamilyHandle* cf, std::string_view key,
+                std::string_view head, std::string_view body) {
+    const auto crc = crc_prefix(crc32c_extend(record_crc(key, head), body.data(), body.size()));
+    const rocksdb::Slice k(key.data(), key.size());
+    const rocksdb::Slice v[3] = {rocksdb::Slice(crc.data(), crc.size()),
+                                 rocksdb::Slice(head.data(), head.size()),
+                                 rocksdb::Slice(body.data(), body.size())};
+    batch.Put(cf, rocksdb::SliceParts(&k, 1), rocksdb::SliceParts(v, 3));
+}
 }  // namespace
 
 std::string seal(std::string_view body, std::string_view key) {
-    const std::uint32_t c = record_crc(key, body);
-    std::string out{char(c >> 24), char(c >> 16), char(c >> 8), char(c)};
+    const auto crc = crc_prefix(record_crc(key, body));
+    std::string out(crc.data(), crc.size());
     out.append(body);
     return out;
 }
@@ -274,15 +291,22 @@ Status Database::load(queue::Store& store, Loaded& out) {
 
 Status Database::write(const std::vector<LogWrite>& logs, const std::vector<AppliedState>& applied,
                        const std::vector<OverlayWrite>& overlay, Written* written) {
-    rocksdb::WriteBatch batch;
+    // A batch far beyond the usual (a large applied state) does not keep its memory.
+    constexpr std::size_t kKeptBatchBytes = 16 << 20;
+    if (!batch_ || batch_->GetDataSize() > kKeptBatchBytes)
+        batch_ = std::make_unique<rocksdb::WriteBatch>();
+    rocksdb::WriteBatch& batch = *batch_;
+    batch.Clear();
     bool sync = false;
     for (const auto& w : logs) {
         sync = sync || w.sync;
         if (!w.entries.empty()) {
             const std::uint64_t first = w.entries.front().index, last = w.entries.back().index;
+            std::string head;
             for (const auto& e : w.entries) {
                 const std::string key = index_key(e.index);
-                batch.Put(handles_[kLog], key, seal(encode_entry(e), key));
+                entry_head(e, head);
+                put_sealed(batch, handles_[kLog], key, head, e.data);
             }
             if (last < last_log_index_)
                 batch.DeleteRange(handles_[kLog], index_key(last + 1),
@@ -301,7 +325,7 @@ Status Database::write(const std::vector<LogWrite>& logs, const std::vector<Appl
         for (const auto& c : a.changes) {
             const std::string k = task_key(c.queue, c.key);
             if (c.encoded)
-                batch.Put(handles_[kTasks], k, seal(*c.encoded, k));
+                put_sealed(batch, handles_[kTasks], k, {}, *c.encoded);
             else
                 batch.Delete(handles_[kTasks], k);
         }

@@ -27,6 +27,7 @@
 #include "storage/writes.h"
 
 namespace rocksdb {
+class WriteBatch;
 class DB;
 class Env;
 class ColumnFamilyHandle;
@@ -128,6 +129,9 @@ class Database {
     std::vector<rocksdb::ColumnFamilyHandle*> handles_;  // default, log, meta, tasks, overlay
     bool sync_ = true;
     std::uint64_t last_log_index_ = 0, first_log_index_ = 1;
+    // write()'s batch, kept between writes: its buffer has grown to a usual batch's size
+    // once, instead of growing (and copying what it holds) while every batch is built.
+    std::unique_ptr<rocksdb::WriteBatch> batch_;
 };
 
 // Record encoding, exposed for tests: CRC-32C (4 bytes, big-endian) + body. The CRC
