@@ -96,6 +96,9 @@ void Node::stop() {
     if (server_) server_->stop();
     if (shell_) shell_->write_applied_state();  // so that a restart replays nothing
     if (raft_io_) raft_io_->stop();             // flushes what is queued
+    if (db_) {
+        if (auto st = db_->flush(); !st.ok) spdlog::warn("on stop: {}", st.message);
+    }
     timer_.cancel();
     tick_timer_.cancel();
     router_.reset();  // its clients' calls end now, their callbacks dropped

@@ -163,6 +163,12 @@ std::unique_ptr<Database> Database::open(const std::string& path, bool sync, Sta
     return d;
 }
 
+Status Database::flush() {
+    auto s = db_->Flush(rocksdb::FlushOptions(), handles_);
+    if (!s.ok()) return Status::error("RocksDB flush failed: " + s.ToString());
+    return Status{};
+}
+
 void Database::halt_background_work() {
     rocksdb::CancelAllBackgroundWork(db_, true);
 }
