@@ -217,6 +217,7 @@ struct StoreState {
         std::uint16_t queue_id;
         std::uint8_t state;
     };
+    static_assert(sizeof(UnlinkedItem) == 16);
     bool loading = false;
     msgpack::zone load_zone;  // load_task's, reused from one record to the next
     std::vector<Task*> unlinked;
