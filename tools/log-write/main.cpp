@@ -5,8 +5,6 @@
 // measured is CPU, and reports entries per second and this process's CPU time per entry.
 // Three-node benchmarks on a shared 2-core VM vary by 20% from run to run; this isolates
 // one stage of the write path, so that a change to it can be compared run against run.
-#include <sys/resource.h>
-
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -15,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "common/parse_size.h"
+#include "common/process_cpu.h"
 #include "storage/database.h"
 
 namespace {
@@ -32,21 +32,6 @@ const char* kUsage =
     "  of a token) in batches of B (default 512) into a new RocksDB in DIR (which must not\n"
     "  exist; it is removed afterwards), fsync off, and prints entries/s and CPU us/entry.\n";
 
-bool parse_size(const char* s, std::size_t* out) {
-    char* end = nullptr;
-    const unsigned long long v = std::strtoull(s, &end, 10);
-    if (end == s || *end != '\0' || v == 0) return false;
-    *out = static_cast<std::size_t>(v);
-    return true;
-}
-
-double cpu_seconds() {
-    rusage u{};
-    getrusage(RUSAGE_SELF, &u);
-    return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-           double(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -61,11 +46,11 @@ int main(int argc, char** argv) {
         } else if (a == "--dir" && has_value) {
             o.dir = argv[++i];
         } else if (a == "--entries" && has_value) {
-            ok = parse_size(argv[++i], &o.entries);
+            ok = dueq::parse_size(argv[++i], &o.entries) && o.entries > 0;
         } else if (a == "--batch" && has_value) {
-            ok = parse_size(argv[++i], &o.batch);
+            ok = dueq::parse_size(argv[++i], &o.batch) && o.batch > 0;
         } else if (a == "--data-bytes" && has_value) {
-            ok = parse_size(argv[++i], &o.data_bytes);
+            ok = dueq::parse_size(argv[++i], &o.data_bytes) && o.data_bytes > 0;
         } else {
             ok = false;
         }
@@ -98,7 +83,7 @@ int main(int argc, char** argv) {
     std::vector<dueq::storage::LogWrite> logs(1);
     std::uint64_t index = 0;
     const auto wall0 = std::chrono::steady_clock::now();
-    const double cpu0 = cpu_seconds();
+    const double cpu0 = dueq::process_cpu_seconds();
     for (std::size_t done = 0; done < o.entries; done += o.batch) {
         auto& entries = logs[0].entries;
         entries.clear();
@@ -115,7 +100,7 @@ int main(int argc, char** argv) {
             return 1;
         }
     }
-    const double cpu = cpu_seconds() - cpu0;
+    const double cpu = dueq::process_cpu_seconds() - cpu0;
     const double wall =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
     db.reset();

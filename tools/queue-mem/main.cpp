@@ -11,6 +11,7 @@
 #include <fstream>
 #include <string>
 
+#include "common/parse_size.h"
 #include "queue/store.h"
 
 namespace {
@@ -34,19 +35,11 @@ const char* kUsage =
     "  (default 16) and payloads of P bytes (default 64), and reports the bytes per task\n"
     "  beyond key and payload, by the store's accounting and by resident-set growth.\n";
 
-bool parse_size(const char* s, std::size_t* out) {
-    char* end = nullptr;
-    unsigned long long v = std::strtoull(s, &end, 10);
-    if (end == s || *end != '\0') return false;
-    *out = static_cast<std::size_t>(v);
-    return true;
-}
-
 // Returns 0 to run, or the exit code to leave with.
 int parse(int argc, char** argv, Options* o) {
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
-        auto value = [&](std::size_t* out) { return i + 1 < argc && parse_size(argv[++i], out); };
+        auto value = [&](std::size_t* out) { return i + 1 < argc && dueq::parse_size(argv[++i], out); };
         bool ok = true;
         if (a == "--help" || a == "-h") {
             std::fputs(kUsage, stdout);
