@@ -39,7 +39,9 @@ const char* kUsage =
 int parse(int argc, char** argv, Options* o) {
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
-        auto value = [&](std::size_t* out) { return i + 1 < argc && dueq::parse_size(argv[++i], out); };
+        auto value = [&](std::size_t* out) {
+            return i + 1 < argc && dueq::parse_size(argv[++i], out);
+        };
         bool ok = true;
         if (a == "--help" || a == "-h") {
             std::fputs(kUsage, stdout);
