@@ -3,10 +3,10 @@
 // Iterating ten million records out of RocksDB takes about as long as building the store
 // from them. With the two on different cores a restart takes about the longer of the two
 // instead of their sum. The reader copies records, still sealed, into chunks of about
-// kChunkBytes and hands them over through at most kChunks of them: memory stays bounded
-// whatever the size of the store, and the same chunks are reused (fresh memory costs a
-// page fault per page, which is as slow as the reading). The loader checks each record's
-// CRC: RocksDB's iteration is the slower side, so the reader does nothing else.
+// kScanChunkBytes and hands them over through at most kScanChunks of them: memory stays
+// bounded whatever the size of the store, and the same chunks are reused (fresh memory
+// costs a page fault per page, which is as slow as the reading). The loader checks each
+// record's CRC: RocksDB's iteration is the slower side, so the reader does nothing else.
 #pragma once
 
 #include <functional>

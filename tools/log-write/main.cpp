@@ -1,10 +1,13 @@
-// log-write: the storage thread's cost per Raft log entry, without a network or a cluster.
+// log-write: what the storage write costs per Raft log entry, without a network or a
+// cluster.
 //
 // Writes batches of log entries (as a leader's Ready hands them to storage) through
 // storage::Database::write into a fresh RocksDB directory, with fsync off so that what is
-// measured is CPU, and reports entries per second and this process's CPU time per entry.
-// Three-node benchmarks on a shared 2-core VM vary by 20% from run to run; this isolates
-// one stage of the write path, so that a change to it can be compared run against run.
+// measured is CPU, and reports entries per second and the process's CPU time per entry:
+// the writing thread's and RocksDB's flush and compaction threads', plus copying each
+// entry's data in. Three-node benchmarks on a shared 2-core VM vary by 20% from run to
+// run; this isolates one stage of the write path, so that a change to it can be compared
+// run against run.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
