@@ -235,8 +235,7 @@ void detail::StoreState::add_unlinked(Task* t) {
 
 void detail::StoreState::link_unlinked() {
     if (unlinked.empty()) return;
-    std::vector<UnlinkedItem> items;
-    items.swap(unlinked_items);
+    auto& items = unlinked_items;
     std::sort(items.begin(), items.end(), [](const UnlinkedItem& a, const UnlinkedItem& b) {
         return std::tie(a.queue_id, a.state, a.at, a.seq) <
                std::tie(b.queue_id, b.state, b.at, b.seq);

@@ -46,11 +46,15 @@ stop_all() {
   pids=()
 }
 trap stop_all EXIT
+# gone PID: waits until that process has exited, at most 60 s.
+gone() {
+  for _ in $(seq 1 6000); do kill -0 "$1" 2>/dev/null || break; sleep 0.01; done
+}
 # stop PID...: SIGTERM, wait until gone (at most 60 s), then forget them.
 stop() {
   for p in "$@"; do
     kill "$p" 2>/dev/null || true
-    for _ in $(seq 1 6000); do kill -0 "$p" 2>/dev/null || break; sleep 0.01; done
+    gone "$p"
     kill -9 "$p" 2>/dev/null || true
     local keep=()
     for q in "${pids[@]}"; do [ "$q" != "$p" ] && keep+=("$q"); done
@@ -241,7 +245,7 @@ memory() {
     kill -9 "$dp"
     # The clock starts once the killed process is gone, as it does for every other restart
     # here (after stop): the kernel tearing down 3 GB of memory is not the new process's.
-    for _ in $(seq 1 6000); do kill -0 "$dp" 2>/dev/null || break; sleep 0.01; done
+    gone "$dp"
     dp=$(restart_time sigkill dueq 127.0.0.1:7791 tools/bench/dueq.sh node "$out/mem-dueq" 7791 never)
     pids+=("$dp")
     stop "$dp"
