@@ -9,12 +9,12 @@
 
 #include <rocksdb/convenience.h>
 #include <rocksdb/db.h>
-#include <rocksdb/memtablerep.h>
 #include <rocksdb/options.h>
 #include <rocksdb/write_batch.h>
 
 #include "queue/store.h"
 #include "storage/crc32c.h"
+#include "storage/sorted_flush_memtable.h"
 
 namespace dueq::storage {
 namespace {
@@ -132,8 +132,9 @@ std::unique_ptr<Database> Database::open(const std::string& path, bool sync, Sta
     opts.manual_wal_flush = false;
     // One thread writes (the storage thread) and nothing reads a memtable on the hot path
     // (a restart or a checkpoint reads it once, in order): the log and the task records
-    // go into memtables that append and sort once, at flush, instead of a skiplist whose
-    // random-key inserts were the write path's largest cost (docs/benchmarks.md).
+    // go into memtables that append and sort once, at flush (sorted_flush_memtable.h),
+    // instead of a skiplist whose random-key inserts were the write path's largest cost
+    // (docs/benchmarks.md).
     opts.allow_concurrent_memtable_write = false;
     // `meta` and `overlay` take few writes and would keep every WAL file alive until their
     // memtables fill: past this much WAL, RocksDB flushes them, so a restart after a kill
@@ -144,7 +145,7 @@ std::unique_ptr<Database> Database::open(const std::string& path, bool sync, Sta
         cfs.emplace_back(name, rocksdb::ColumnFamilyOptions(opts));
         const std::string_view n = name;
         if (n == "log" || n == "tasks")
-            cfs.back().options.memtable_factory = std::make_shared<rocksdb::VectorRepFactory>();
+            cfs.back().options.memtable_factory = sorted_flush_memtable();
     }
     std::unique_ptr<Database> d(new Database());
     d->sync_ = sync;

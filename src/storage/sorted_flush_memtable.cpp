@@ -1,0 +1,204 @@
+#include "storage/sorted_flush_memtable.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <vector>
+
+#include <rocksdb/slice.h>
+
+namespace dueq::storage {
+namespace {
+
+using rocksdb::MemTableRep;
+using rocksdb::Slice;
+using Keys = std::vector<const char*>;
+using KeyComparator = MemTableRep::KeyComparator;
+
+// A memtable entry is a varint32-prefixed internal key (the user key, then 8 bytes of
+// sequence number and type), then the value.
+Slice user_key(const char* entry) {
+    const Slice internal = rocksdb::GetLengthPrefixedSlice(entry);
+    return Slice(internal.data(), internal.size() - 8);
+}
+
+// Up to 8 bytes of `user` from `from` on, big-endian, zero-padded: a key that ends early
+// ties with one that goes on with zero bytes, and the full comparison decides between them.
+std::uint64_t order_word(const Slice& user, std::size_t from) {
+    std::uint64_t w = 0;
+    const std::size_t n = std::min<std::size_t>(8, user.size() - from);
+    for (std::size_t i = 0; i < n; ++i)
+        w |= std::uint64_t(std::uint8_t(user[from + i])) << (56 - 8 * i);
+    return w;
+}
+
+// Sorts `keys` as `compare` orders them; every user key starts with the same `shared` bytes.
+void sort_keys(Keys& keys, std::size_t shared, const KeyComparator& compare) {
+    struct Item {
+        std::uint64_t word;
+        const char* entry;
+    };
+    std::vector<Item> items;
+    items.reserve(keys.size());
+    for (const char* e : keys)
+        items.push_back({order_word(user_key(e), shared), e});
+    auto less = [&compare](const Item& a, const Item& b) {
+        if (a.word != b.word) return a.word < b.word;
+        return compare(a.entry, b.entry) < 0;
+    };
+    // Log entries arrive in index order.
+    if (std::is_sorted(items.begin(), items.end(), less)) return;
+    std::sort(items.begin(), items.end(), less);
+    for (std::size_t i = 0; i < items.size(); ++i)
+        keys[i] = items[i].entry;
+}
+
+class SortedIterator final : public MemTableRep::Iterator {
+  public:
+    // Iterates `keys` (sorted), which outlive it, or `owned` when given.
+    SortedIterator(const Keys* keys, std::unique_ptr<Keys> owned, const KeyComparator& compare)
+        : owned_(std::move(owned)),
+          keys_(owned_ ? *owned_ : *keys),
+          compare_(compare),
+          pos_(keys_.size()) {}
+
+    bool Valid() const override { return pos_ < keys_.size(); }
+    const char* key() const override { return keys_[pos_]; }
+    void Next() override { ++pos_; }
+    void Prev() override { pos_ = pos_ == 0 ? keys_.size() : pos_ - 1; }
+    void SeekToFirst() override { pos_ = 0; }
+    void SeekToLast() override { pos_ = keys_.empty() ? 0 : keys_.size() - 1; }
+
+    void Seek(const Slice& internal_key, const char* memtable_key) override {
+        pos_ = lower_bound(internal_key, memtable_key);
+    }
+    void SeekForPrev(const Slice& internal_key, const char* memtable_key) override {
+        pos_ = lower_bound(internal_key, memtable_key);
+        if (Valid() && compare(keys_[pos_], internal_key, memtable_key) == 0) return;
+        Prev();  // from the first key: not valid; from past the end: the last key
+    }
+
+  private:
+    int compare(const char* entry, const Slice& internal_key, const char* memtable_key) const {
+        return memtable_key ? compare_(entry, memtable_key) : compare_(entry, internal_key);
+    }
+    std::size_t lower_bound(const Slice& internal_key, const char* memtable_key) const {
+        auto it = std::lower_bound(keys_.begin(), keys_.end(), 0, [&](const char* entry, int) {
+            return compare(entry, internal_key, memtable_key) < 0;
+        });
+        return std::size_t(it - keys_.begin());
+    }
+
+    std::unique_ptr<Keys> owned_;
+    const Keys& keys_;
+    const KeyComparator& compare_;
+    std::size_t pos_;
+};
+
+class SortedFlushRep final : public MemTableRep {
+  public:
+    SortedFlushRep(const KeyComparator& compare, rocksdb::Allocator* allocator)
+        : MemTableRep(allocator), compare_(compare) {}
+
+    void Insert(rocksdb::KeyHandle handle) override {
+        const char* entry = static_cast<const char*>(handle);
+        const Slice user = user_key(entry);
+        std::lock_guard lock(mu_);
+        if (keys_.empty()) {
+            first_ = user;
+            shared_ = user.size();
+        } else {
+            std::size_t i = 0;
+            const std::size_t n = std::min(shared_, user.size());
+            while (i < n && first_[i] == user[i])
+                ++i;
+            shared_ = i;
+        }
+        keys_.push_back(entry);
+        bytes_.store(keys_.capacity() * sizeof(const char*), std::memory_order_relaxed);
+    }
+
+    bool Contains(const char* key) const override {
+        std::lock_guard lock(mu_);
+        return std::any_of(keys_.begin(), keys_.end(),
+                           [&](const char* e) { return compare_(e, key) == 0; });
+    }
+
+    void MarkReadOnly() override {
+        std::lock_guard lock(mu_);
+        read_only_ = true;
+    }
+
+    std::size_t ApproximateMemoryUsage() override {
+        return sizeof(*this) + bytes_.load(std::memory_order_relaxed);
+    }
+
+    Iterator* GetIterator(rocksdb::Arena* arena) override {
+        const Keys* keys = nullptr;
+        std::unique_ptr<Keys> owned;
+        std::size_t shared = 0;
+        {
+            std::lock_guard lock(mu_);
+            if (read_only_) {
+                // Nothing is added any more: sort once, in place, for every iterator.
+                if (!sorted_) sort_keys(keys_, shared_, compare_);
+                sorted_ = true;
+                keys = &keys_;
+            } else {
+                owned = std::make_unique<Keys>(keys_);
+                shared = shared_;
+            }
+        }
+        if (owned) sort_keys(*owned, shared, compare_);
+        if (arena == nullptr) return new SortedIterator(keys, std::move(owned), compare_);
+        // RocksDB destroys an iterator made for an arena without freeing its memory, and
+        // the arena's type is not in RocksDB's public headers. This memtable keeps that
+        // memory and frees it with itself (the memtable's own allocator must not grow once
+        // it is read-only): one iterator per flush, restart or checkpoint, each after
+        // records were written. It is not counted in the memtable's size, which RocksDB
+        // expects to stay as it was once the memtable is read-only.
+        void* p = ::operator new(sizeof(SortedIterator));
+        {
+            std::lock_guard lock(mu_);
+            iterator_memory_.push_back(p);
+        }
+        return new (p) SortedIterator(keys, std::move(owned), compare_);
+    }
+
+    ~SortedFlushRep() override {
+        for (void* p : iterator_memory_)
+            ::operator delete(p);
+    }
+
+  private:
+    const KeyComparator& compare_;
+    mutable std::mutex mu_;
+    Keys keys_;               // in the order they were added, until sorted_
+    Slice first_;             // the first key's user key (in the memtable's memory)
+    std::size_t shared_ = 0;  // bytes every user key so far starts with
+    bool read_only_ = false;
+    bool sorted_ = false;
+    std::atomic<std::size_t> bytes_{0};
+    std::vector<void*> iterator_memory_;  // of iterators made for an arena, destroyed by RocksDB
+};
+
+class SortedFlushFactory final : public rocksdb::MemTableRepFactory {
+  public:
+    const char* Name() const override { return "DueqSortedFlushMemTable"; }
+    using MemTableRepFactory::CreateMemTableRep;
+    MemTableRep* CreateMemTableRep(const KeyComparator& compare, rocksdb::Allocator* allocator,
+                                   const rocksdb::SliceTransform*, rocksdb::Logger*) override {
+        return new SortedFlushRep(compare, allocator);
+    }
+};
+
+}  // namespace
+
+std::shared_ptr<rocksdb::MemTableRepFactory> sorted_flush_memtable() {
+    return std::make_shared<SortedFlushFactory>();
+}
+
+}  // namespace dueq::storage
