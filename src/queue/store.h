@@ -165,10 +165,10 @@ class Store {
 
     // Calls `fn` once for every (queue, key) changed since the last call, with the task
     // as it is now, or nullptr-equivalent (nullopt) if it is gone; then forgets them.
-    // Reports nothing while forked.
+    // `fn` may keep the encoded task (move it). Reports nothing while forked.
     void drain_changes(
         const std::function<void(std::string_view queue, std::string_view key,
-                                 const std::optional<std::string>& encoded_task)>& fn);
+                                 std::optional<std::string>&& encoded_task)>& fn);
     // Store-wide state that is not a task (next lease id, declared queue settings,
     // late_share counters), encoded; written beside the tasks at each applied index.
     std::string encode_meta() const;

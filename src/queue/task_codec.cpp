@@ -333,7 +333,7 @@ bool detail::StoreState::load_meta(std::string_view encoded) {
 
 void Store::drain_changes(
     const std::function<void(std::string_view queue, std::string_view key,
-                             const std::optional<std::string>& encoded_task)>& fn) {
+                             std::optional<std::string>&& encoded_task)>& fn) {
     if (impl_->fork) return;  // the fork's changes are drain_fork's
     std::vector<std::pair<std::uint16_t, std::string>> changes;
     changes.swap(impl_->changes);

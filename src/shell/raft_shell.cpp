@@ -316,8 +316,8 @@ void RaftShell::apply_command(const raft::Entry& e, std::optional<Proposal> mine
 
 std::size_t RaftShell::collect_changes() {
     const std::size_t from = unwritten_.changes.size();
-    store_->drain_changes([this](std::string_view q, std::string_view k, const auto& encoded) {
-        unwritten_.changes.push_back({std::string(q), std::string(k), encoded});
+    store_->drain_changes([this](std::string_view q, std::string_view k, auto&& encoded) {
+        unwritten_.changes.push_back({std::string(q), std::string(k), std::move(encoded)});
     });
     return from;
 }
