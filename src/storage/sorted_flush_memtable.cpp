@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -33,6 +34,22 @@ std::uint64_t order_word(const Slice& user, std::size_t from) {
     for (std::size_t i = 0; i < n; ++i)
         w |= std::uint64_t(std::uint8_t(user[from + i])) << (56 - 8 * i);
     return w;
+}
+
+// The memtable key (length-prefixed internal key) a point lookup looks for. RocksDB's
+// LookupKey is not in its public headers; since LevelDB it has begun with three pointers:
+// the memtable key, the internal key inside it, and their end. They are used only when
+// they agree with each other; otherwise nullptr.
+const char* lookup_memtable_key(const rocksdb::LookupKey& k) {
+    const char* const* fields = reinterpret_cast<const char* const*>(&k);
+    const char* start = fields[0];
+    const char* internal = fields[1];
+    const char* end = fields[2];
+    if (start == nullptr || internal <= start || internal - start > 5 || end < internal + 8 ||
+        end - internal > (std::ptrdiff_t(1) << 31))
+        return nullptr;
+    const Slice s = rocksdb::GetLengthPrefixedSlice(start);
+    return s.data() == internal && s.data() + s.size() == end ? start : nullptr;
 }
 
 // Sorts `keys` as `compare` orders them; every user key starts with the same `shared` bytes.
@@ -136,6 +153,39 @@ class SortedFlushRep final : public MemTableRep {
         return sizeof(*this) + bytes_.load(std::memory_order_relaxed);
     }
 
+    // RocksDB's default Get leaks the iterator it makes (7.8), and a copy of every key
+    // with it here: this one makes none. It hands `callback` the versions of the user key
+    // at or after the lookup key, in order, as an iterator would from a seek.
+    void Get(const rocksdb::LookupKey& k, void* args,
+             bool (*callback)(void* arg, const char* entry)) override {
+        const char* target = lookup_memtable_key(k);
+        if (target == nullptr) return MemTableRep::Get(k, args, callback);  // correct; leaks
+        const Slice user = user_key(target);
+        Keys versions;
+        {
+            std::lock_guard lock(mu_);
+            if (read_only_) {
+                sort_once();
+                auto it = std::lower_bound(keys_.begin(), keys_.end(), target,
+                                           [&](const char* e, const char* t) {
+                                               return compare_(e, t) < 0;
+                                           });
+                for (; it != keys_.end() && user_key(*it) == user; ++it)
+                    versions.push_back(*it);
+            } else {
+                // Not sorted yet: a scan, which is cheaper than sorting a copy. dueq reads
+                // these column families by iterator only; this serves RocksDB's contract.
+                for (const char* e : keys_)
+                    if (user_key(e) == user && compare_(e, target) >= 0) versions.push_back(e);
+            }
+        }
+        // A key's versions are few; from a read-only memtable they are in order already.
+        std::sort(versions.begin(), versions.end(),
+                  [&](const char* a, const char* b) { return compare_(a, b) < 0; });
+        for (const char* e : versions)
+            if (!callback(args, e)) return;
+    }
+
     Iterator* GetIterator(rocksdb::Arena* arena) override {
         const Keys* keys = nullptr;
         std::unique_ptr<Keys> owned;
@@ -143,9 +193,7 @@ class SortedFlushRep final : public MemTableRep {
         {
             std::lock_guard lock(mu_);
             if (read_only_) {
-                // Nothing is added any more: sort once, in place, for every iterator.
-                if (!sorted_) sort_keys(keys_, shared_, compare_);
-                sorted_ = true;
+                sort_once();
                 keys = &keys_;
             } else {
                 owned = std::make_unique<Keys>(keys_);
@@ -174,6 +222,13 @@ class SortedFlushRep final : public MemTableRep {
     }
 
   private:
+    // Once read-only nothing is added any more: sort once, in place, for every reader.
+    // Called with mu_ held.
+    void sort_once() {
+        if (!sorted_) sort_keys(keys_, shared_, compare_);
+        sorted_ = true;
+    }
+
     const KeyComparator& compare_;
     mutable std::mutex mu_;
     Keys keys_;               // in the order they were added, until sorted_
