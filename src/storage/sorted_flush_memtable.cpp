@@ -166,10 +166,9 @@ class SortedFlushRep final : public MemTableRep {
             std::lock_guard lock(mu_);
             if (read_only_) {
                 sort_once();
-                auto it = std::lower_bound(keys_.begin(), keys_.end(), target,
-                                           [&](const char* e, const char* t) {
-                                               return compare_(e, t) < 0;
-                                           });
+                auto it = std::lower_bound(
+                    keys_.begin(), keys_.end(), target,
+                    [&](const char* e, const char* t) { return compare_(e, t) < 0; });
                 for (; it != keys_.end() && user_key(*it) == user; ++it)
                     versions.push_back(*it);
             } else {
