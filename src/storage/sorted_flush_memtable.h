@@ -10,6 +10,10 @@
 // task records (tools/log-write, docs/benchmarks.md). A memtable of log entries, which
 // arrive in index order, is not sorted at all.
 //
+// An iterator over a memtable still being written sorts a copy of its keys; a point
+// lookup scans it (dueq reads these column families by iterator only, and RocksDB's
+// default lookup would leak an iterator per call).
+//
 // The integer order is the byte order of the user keys, so the column family must use
 // RocksDB's default (bytewise) comparator.
 #pragma once
