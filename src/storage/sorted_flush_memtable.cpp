@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cassert>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include <rocksdb/slice.h>
+#include <rocksdb/version.h>
 
 namespace dueq::storage {
 namespace {
@@ -40,6 +42,9 @@ std::uint64_t order_word(const Slice& user, std::size_t from) {
 // LookupKey is not in its public headers; since LevelDB it has begun with three pointers:
 // the memtable key, the internal key inside it, and their end. They are used only when
 // they agree with each other; otherwise nullptr.
+static_assert(ROCKSDB_MAJOR == 7,
+              "check rocksdb::LookupKey's layout (db/lookup_key.h) and whether "
+              "MemTableRep::Get still leaks its iterator before building against this RocksDB");
 const char* lookup_memtable_key(const rocksdb::LookupKey& k) {
     const char* const* fields = reinterpret_cast<const char* const*>(&k);
     const char* start = fields[0];
@@ -124,6 +129,7 @@ class SortedFlushRep final : public MemTableRep {
         const char* entry = static_cast<const char*>(handle);
         const Slice user = user_key(entry);
         std::lock_guard lock(mu_);
+        assert(!read_only_);  // RocksDB's promise: nothing is added once read-only
         if (keys_.empty()) {
             first_ = user;
             shared_ = user.size();
