@@ -56,13 +56,6 @@ std::string_view op_name(Op op) {
     return "?";
 }
 
-std::string key_of(std::uint64_t i, std::size_t key_bytes) {
-    std::string digits = std::to_string(i);
-    std::string key = "k";
-    if (digits.size() + 1 < key_bytes) key.append(key_bytes - 1 - digits.size(), '0');
-    return key + digits;
-}
-
 std::uint64_t LoadResult::main_ops() const {
     const auto& o = ops;
     auto n = [&](Op op) { return o[std::size_t(op)].ops; };

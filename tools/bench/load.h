@@ -12,6 +12,7 @@
 
 #include "backend.h"
 #include "histogram.h"
+#include "key_of.h"
 
 namespace dueq::bench {
 
@@ -75,8 +76,6 @@ struct LoadResult {
 // Runs one scenario to its end. Throws std::runtime_error when it cannot connect.
 LoadResult run_load(const LoadOptions& options);
 
-// The key of task number i: "k" and i zero-padded to key_bytes (longer if i needs it).
-std::string key_of(std::uint64_t i, std::size_t key_bytes);
 
 nlohmann::json to_json(const LoadResult& r);
 // One table row per op that ran, with throughput and latency percentiles.

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/parse_size.h"
+#include "bench/key_of.h"
 #include "common/process_cpu.h"
 #include "storage/database.h"
 
@@ -112,14 +113,13 @@ int main(int argc, char** argv) {
         }
         applied.clear();
         if (o.task_keys > 0 && index - state_index >= o.state_every) {
-            // Keys as dueq-bench makes them: a letter, zeros, the number (16 bytes).
+            // 16-byte keys, as dueq-bench makes them.
             auto& st = applied.emplace_back();
             st.applied_index = index;
             st.applied_time = std::int64_t(index);
             for (; state_index < index; ++state_index) {
-                const std::string n = std::to_string(rng() % o.task_keys);
-                std::string key = "k" + std::string(n.size() < 15 ? 15 - n.size() : 0, '0') + n;
-                st.changes.push_back({"q", std::move(key), pool[state_index % pool.size()]});
+                st.changes.push_back(
+                    {"q", key_of(rng() % o.task_keys, 16), pool[state_index % pool.size()]});
             }
         }
         if (auto s = db->write(logs, applied); !s.ok) {
