@@ -105,6 +105,18 @@ void write_random(rocksdb::DB& db, Model& model, std::mt19937_64& rng, int write
     }
 }
 
+// A fresh database (64 MiB memtables: no flush unless asked) with `writes` random writes.
+struct Filled {
+    Filled(const std::string& name, std::uint64_t seed, int writes)
+        : dir(name), db(open_rocksdb(dir.str(), 64 << 20)), rng(seed) {
+        write_random(*db, model, rng, writes);
+    }
+    test::TempDir dir;
+    std::unique_ptr<rocksdb::DB> db;
+    std::mt19937_64 rng;
+    Model model;
+};
+
 }  // namespace
 
 TEST_CASE("sorted-flush memtable: reads match a model before and after flushes") {
@@ -133,11 +145,8 @@ TEST_CASE("sorted-flush memtable: reads match a model before and after flushes")
 }
 
 TEST_CASE("sorted-flush memtable: a snapshot sees a key's older value in the same memtable") {
-    test::TempDir dir("sorted-flush-snapshot");
-    auto db = open_rocksdb(dir.str(), 64 << 20);
-    std::mt19937_64 rng(7);
-    Model model;
-    write_random(*db, model, rng, 2000);
+    Filled f("sorted-flush-snapshot", 7, 2000);
+    auto& [dir, db, rng, model] = f;
     const Model before = model;
     const rocksdb::Snapshot* snap = db->GetSnapshot();
     write_random(*db, model, rng, 2000);
@@ -184,11 +193,8 @@ TEST_CASE("sorted-flush memtable: log keys in index order, and one index written
 }
 
 TEST_CASE("sorted-flush memtable: a memtable waiting for its flush is read sorted in place") {
-    test::TempDir dir("sorted-flush-waiting");
-    auto db = open_rocksdb(dir.str(), 64 << 20);
-    std::mt19937_64 rng(11);
-    Model model;
-    write_random(*db, model, rng, 3000);
+    Filled f("sorted-flush-waiting", 11, 3000);
+    auto& [dir, db, rng, model] = f;
     // The memtable becomes read-only, and stays unflushed while background work is held.
     REQUIRE(db->PauseBackgroundWork().ok());
     rocksdb::FlushOptions no_wait;
