@@ -427,6 +427,7 @@ Store::Store(StoreLimits limits) : impl_(std::make_unique<Impl>(limits)) {}
 Store::~Store() = default;
 
 Result Store::apply(const Command& cmd, Millis now) {
+    now = detail::clamp_log_time(now);
     impl_->advance(now);
     // A log time behind an earlier one (it should not happen: the leader keeps its clock
     // monotonic) is taken as the latest time seen, so state never moves back in time.
@@ -440,7 +441,7 @@ Result Store::apply(const Command& cmd, Millis now) {
 }
 
 void Store::advance(Millis now) {
-    impl_->advance(now);
+    impl_->advance(detail::clamp_log_time(now));
 }
 
 }  // namespace dueq::queue

@@ -129,7 +129,7 @@ void detail::StoreState::unlink(Queue& q, Task* t) {
 void detail::StoreState::mark_changed(Task* t) {
     if (t->dirty) return;
     t->dirty = 1;
-    changes.emplace_back(t->queue_id, std::string(t->key()));
+    changes.emplace_back(std::uint16_t(t->queue_id), std::string(t->key()));
 }
 
 void detail::StoreState::bump(Task* t) {
@@ -167,9 +167,11 @@ void detail::StoreState::remove_task(Queue& q, Task* t, bool record_change) {
 
 void detail::StoreState::destroy_unlinked(Task* t, bool record_change) {
     if (fork && record_change)
-        fork->deleted_at[{t->queue_id, std::string(t->key())}] = next_hlc(t->hlc, now);
+        fork->deleted_at[{std::uint16_t(t->queue_id), std::string(t->key())}] =
+            next_hlc(t->hlc, now);
     table.erase(t);
-    if (record_change && !t->dirty) changes.emplace_back(t->queue_id, std::string(t->key()));
+    if (record_change && !t->dirty)
+        changes.emplace_back(std::uint16_t(t->queue_id), std::string(t->key()));
     Task::destroy(arena, t);
 }
 

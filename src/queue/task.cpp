@@ -6,11 +6,16 @@ namespace dueq::queue::detail {
 
 Task* Task::create(TaskArena& arena, std::uint16_t queue_id, std::string_view key,
                    std::string_view payload) {
-    void* mem = arena.allocate(sizeof(Task) + key.size() + payload.size());
+    const std::size_t content = key.size() + payload.size();
+    void* mem = arena.allocate(header_block_size(content));
     Task* t = new (mem) Task();
-    arena.content_bytes += key.size() + payload.size();
+    if (sizeof(Task) + content > TaskArena::kMaxSmall) {
+        t->indirect = 1;
+        t->tail_block() = static_cast<char*>(arena.allocate(content));
+    }
+    arena.content_bytes += content;
     t->queue_id = queue_id;
-    t->key_len = static_cast<std::uint16_t>(key.size());
+    t->key_len = key.size();
     t->payload_len = static_cast<std::uint32_t>(payload.size());
     if (!key.empty()) std::memcpy(t->tail(), key.data(), key.size());
     if (!payload.empty()) std::memcpy(t->tail() + key.size(), payload.data(), payload.size());
@@ -18,10 +23,11 @@ Task* Task::create(TaskArena& arena, std::uint16_t queue_id, std::string_view ke
 }
 
 void Task::destroy(TaskArena& arena, Task* t) {
-    const std::size_t size = t->alloc_size();
-    arena.content_bytes -= t->key_len + t->payload_len;
+    const std::size_t content = t->key_len + t->payload_len;
+    arena.content_bytes -= content;
+    if (t->indirect) arena.deallocate(t->tail_block(), content);
     t->~Task();
-    arena.deallocate(t, size);
+    arena.deallocate(t, header_block_size(content));
 }
 
 }  // namespace dueq::queue::detail

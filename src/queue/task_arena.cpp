@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <new>
 
+#include "queue/task_region.h"
+
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
 #define DUEQ_POISON(p, n) ASAN_POISON_MEMORY_REGION(p, n)
@@ -25,14 +27,13 @@ TaskArena::~TaskArena() {
     drop_spares();
     for (std::size_t i = 0; i < slabs_.size(); ++i) {
         DUEQ_UNPOISON(slabs_[i], slab_size(i));
-        std::free(slabs_[i]);
+        region::give_slab(slabs_[i], slab_size(i));
     }
 }
 
 char* TaskArena::huge_slab() {
     // Aligned to a huge page, so it can be one.
-    auto* slab = static_cast<char*>(std::aligned_alloc(kHugeSlabBytes, kHugeSlabBytes));
-    if (slab == nullptr) throw std::bad_alloc();
+    char* slab = region::take_slab(kHugeSlabBytes);
     // Only advice: without huge pages (or with them off) the slab works the same.
     ::madvise(slab, kHugeSlabBytes, MADV_HUGEPAGE);
     return slab;
@@ -42,8 +43,7 @@ void TaskArena::new_slab() {
     const std::size_t bytes = slab_size(slabs_.size());
     const std::size_t spare = spares_used_.load(std::memory_order_relaxed);
     if (bytes != kHugeSlabBytes) {
-        bump_ = static_cast<char*>(std::aligned_alloc(64, bytes));
-        if (bump_ == nullptr) throw std::bad_alloc();
+        bump_ = region::take_slab(bytes);
     } else if (spare < spares_.size()) {
         bump_ = spares_[spare];
         spares_used_.store(spare + 1, std::memory_order_release);
@@ -66,7 +66,7 @@ void TaskArena::reserve_spares(std::size_t bytes) {
 
 void TaskArena::drop_spares() {
     for (std::size_t i = spares_used_.load(); i < spares_.size(); ++i)
-        std::free(spares_[i]);
+        region::give_slab(spares_[i], kHugeSlabBytes);
     spares_.clear();
     spares_.shrink_to_fit();
     spares_used_ = 0;

@@ -1,5 +1,9 @@
 // Memory for task records. Internal to src/queue.
 //
+// Slabs come from the task region (task_region.h), where the trees can link records by
+// 32-bit references. Blocks above kMaxSmall are on the heap, outside it: a record that
+// large keeps its header in a small block and its key and payload in the large one.
+//
 // Ten million small records through malloc cost each an 8-byte chunk header and up to
 // 15 bytes of rounding to 16. The arena instead carves records of up to kMaxSmall bytes
 // out of slabs, rounded to 8 bytes, with one free list per size: about 12 bytes per task

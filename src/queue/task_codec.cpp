@@ -73,6 +73,9 @@ bool decode_task(const msgpack::object& root, DecodedTask* d) {
     if (!detail::read_uint(a[1], 4, &state)) return false;
     d->state = static_cast<State>(state);
     if (!detail::read_int(a[2], &d->time) || !detail::read_int(a[3], &d->aux)) return false;
+    // Nothing the store keeps lies outside (task.h); a record that does is corrupt.
+    for (Millis m : {d->time, d->aux})
+        if (m < -detail::kMaxStoredTime || m > detail::kMaxStoredTime) return false;
     if (!detail::read_uint(a[4], UINT64_MAX, &d->hlc)) return false;
     if (!detail::read_uint(a[5], detail::kMaxVersion, &d->version)) return false;
     if (!detail::read_uint(a[6], detail::kMaxAttemptsCount, &d->attempts)) return false;
@@ -229,7 +232,7 @@ void detail::StoreState::add_unlinked(Task* t) {
     if (unlinked.size() >= UINT32_MAX) link_unlinked();  // an item's seq is 32 bits
     const bool by_time = t->state() == State::ready || t->state() == State::buried;
     unlinked_items.push_back({by_time ? t->time : t->aux, std::uint32_t(unlinked.size()),
-                              t->queue_id, std::uint8_t(t->state())});
+                              std::uint16_t(t->queue_id), std::uint8_t(t->state())});
     unlinked.push_back(t);
 }
 

@@ -1,0 +1,214 @@
+// The tree that links tasks by 32-bit references, against a std::multiset of the same
+// (time, key) pairs; the region it takes its memory from; and records too large for the
+// arena's small blocks, which keep their key and payload outside the region.
+#include <catch2/catch.hpp>
+
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "queue/task.h"
+#include "queue/task_region.h"
+
+using dueq::queue::Millis;
+using dueq::queue::detail::Task;
+using dueq::queue::detail::TaskArena;
+using dueq::queue::detail::TimeProbe;
+using dueq::queue::detail::TimeTree;
+namespace region = dueq::queue::detail::region;
+
+namespace {
+
+using Entry = std::pair<Millis, std::string>;
+
+Entry entry_of(const Task& t) {
+    return {Millis(t.time), std::string(t.key())};
+}
+
+std::vector<Entry> contents(const TimeTree& tree) {
+    std::vector<Entry> out;
+    for (auto it = tree.begin(); it != tree.end(); ++it)
+        out.push_back(entry_of(*it));
+    return out;
+}
+
+struct Model {
+    TaskArena arena;
+    TimeTree tree;
+    std::multiset<Entry> expected;
+    std::vector<Task*> live;
+
+    ~Model() {
+        tree.clear_and_dispose([this](Task* t) { Task::destroy(arena, t); });
+    }
+
+    void insert(Millis time, const std::string& key, bool hinted) {
+        Task* t = Task::create(arena, 0, key, "payload");
+        t->time = time;
+        if (hinted)
+            tree.insert(tree.end(), *t);
+        else
+            tree.insert(*t);
+        expected.emplace(time, key);
+        live.push_back(t);
+    }
+    void erase_at(std::size_t i) {
+        Task* t = live[i];
+        expected.erase(expected.find(entry_of(*t)));
+        tree.erase(tree.iterator_to(*t));
+        Task::destroy(arena, t);
+        live[i] = live.back();
+        live.pop_back();
+    }
+    void check(Millis probe) {
+        REQUIRE(tree.size() == expected.size());
+        REQUIRE(tree.empty() == expected.empty());
+        REQUIRE(contents(tree) == std::vector<Entry>(expected.begin(), expected.end()));
+        auto lb = tree.lower_bound(probe, TimeProbe{});
+        auto want_lb = expected.lower_bound(Entry{probe, ""});
+        REQUIRE((lb == tree.end()) == (want_lb == expected.end()));
+        if (lb != tree.end()) REQUIRE(entry_of(*lb) == *want_lb);
+        const TimeTree& ctree = tree;
+        auto ub = ctree.upper_bound(probe, TimeProbe{});
+        auto want_ub = std::find_if(expected.begin(), expected.end(),
+                                    [&](const Entry& e) { return e.first > probe; });
+        REQUIRE((ub == ctree.end()) == (want_ub == expected.end()));
+        if (ub != ctree.end()) REQUIRE(entry_of(*ub) == *want_ub);
+    }
+};
+
+}  // namespace
+
+TEST_CASE("the region tree keeps the order of a multiset through inserts and erases") {
+    std::mt19937_64 rng(GENERATE(1, 2, 3));
+    Model m;
+    // Few distinct times, so ties broken by key are common; some keys repeat too.
+    for (int step = 0; step < 20'000; ++step) {
+        const int dice = int(rng() % 100);
+        if (dice < 55 || m.live.empty()) {
+            const Millis time = Millis(rng() % 50) - 10;
+            m.insert(time, "k" + std::to_string(rng() % 400), dice % 2 == 0);
+        } else {
+            m.erase_at(rng() % m.live.size());
+        }
+        if (step % 500 == 0) m.check(Millis(rng() % 60) - 15);
+    }
+    m.check(0);
+    // Erasing from the front, as takes do.
+    while (!m.tree.empty()) {
+        Task* first = &*m.tree.begin();
+        REQUIRE(entry_of(*first) == *m.expected.begin());
+        m.expected.erase(m.expected.begin());
+        m.tree.erase(m.tree.begin());
+        Task::destroy(m.arena, first);
+    }
+    m.live.clear();
+    m.check(0);
+}
+
+TEST_CASE("a hinted insert at the end goes where an unhinted one would") {
+    Model m;
+    // In order, then out of order: the hint is only a hint.
+    for (int i = 0; i < 1000; ++i)
+        m.insert(i, "a", true);
+    for (int i = 0; i < 1000; ++i)
+        m.insert(999 - i, "b", true);
+    m.check(500);
+}
+
+TEST_CASE("a task record keeps its times, counters and bytes in a 48-byte header") {
+    TaskArena arena;
+    Task* t = Task::create(arena, 7, "key", "payload");
+    const Millis far = dueq::queue::detail::kMaxStoredTime;
+    t->time = far;
+    t->aux = -far;
+    t->version = dueq::queue::detail::kMaxVersion;
+    t->attempts = dueq::queue::detail::kMaxAttemptsCount;
+    t->hlc = ~std::uint64_t{0};
+    CHECK(t->time == far);
+    CHECK(t->aux == -far);
+    CHECK(t->queue_id == 7);
+    CHECK(t->key_len == 3);
+    CHECK(t->version == dueq::queue::detail::kMaxVersion);
+    CHECK(t->attempts == dueq::queue::detail::kMaxAttemptsCount);
+    CHECK(t->key() == "key");
+    CHECK(t->payload() == "payload");
+    CHECK(!t->indirect);
+    Task::destroy(arena, t);
+    CHECK(arena.used_bytes() == 0);
+}
+
+TEST_CASE("records too large for a small block keep key and payload outside the region") {
+    TaskArena arena;
+    TimeTree tree;
+    const std::string key(300, 'k');
+    std::vector<Task*> tasks;
+    // Around the boundary where a whole record stops fitting a small block, and far past.
+    for (std::size_t payload :
+         {std::size_t(0), std::size_t(600), TaskArena::kMaxSmall - 348, TaskArena::kMaxSmall - 347,
+          std::size_t(5000), std::size_t(1) << 20}) {
+        std::string p(payload, 'p');
+        for (std::size_t i = 0; i < p.size(); ++i)
+            p[i] = char('a' + (i * 7 + payload) % 26);
+        Task* t = Task::create(arena, 1, key + std::to_string(payload), p);
+        t->time = Millis(payload);
+        tree.insert(*t);
+        CHECK(t->indirect == (sizeof(Task) + 300 + std::to_string(payload).size() + payload >
+                              TaskArena::kMaxSmall));
+        CHECK(t->payload() == p);
+        CHECK(t->key() == key + std::to_string(payload));
+        tasks.push_back(t);
+    }
+    CHECK(tree.size() == tasks.size());
+    std::size_t n = 0;
+    for (auto it = tree.begin(); it != tree.end(); ++it, ++n)
+        CHECK(&*it == tasks[n]);
+    CHECK(arena.content_bytes > (std::size_t(1) << 20));
+    tree.clear_and_dispose([&](Task* t) { Task::destroy(arena, t); });
+    CHECK(arena.content_bytes == 0);
+    CHECK(arena.used_bytes() == 0);
+}
+
+TEST_CASE("the region hands slabs out aligned and takes them back for reuse") {
+    constexpr std::size_t kSlab = 256 * 1024;
+    char* a = region::take_slab(kSlab);
+    REQUIRE(reinterpret_cast<std::uintptr_t>(a) % kSlab == 0);
+    // Reference 0 means no node: no slab may start at the region's base.
+    CHECK(region::ref_of(a) != 0);
+    CHECK(region::at(region::ref_of(a + 8)) == a + 8);
+    CHECK(region::ref_of(nullptr) == 0);
+    CHECK(region::at(0) == nullptr);
+    a[0] = 1;
+    a[kSlab - 1] = 2;
+    const std::size_t in_use = region::slab_bytes_in_use();
+    region::give_slab(a, kSlab);
+    CHECK(region::slab_bytes_in_use() == in_use - kSlab);
+    char* b = region::take_slab(kSlab);
+    CHECK(b == a);
+    CHECK(b[0] == 0);  // emptied when given back
+    region::give_slab(b, kSlab);
+    CHECK(region::reserved_bytes() <= region::kMaxBytes);
+}
+
+TEST_CASE("stores on several threads share the region") {
+    auto work = [](int seed) {
+        std::mt19937_64 rng(seed);
+        Model m;
+        for (int i = 0; i < 20'000; ++i)
+            m.insert(Millis(rng() % 1000), "k" + std::to_string(i), false);
+        for (int i = 0; i < 5'000; ++i)
+            m.erase_at(rng() % m.live.size());
+        return contents(m.tree) == std::vector<Entry>(m.expected.begin(), m.expected.end());
+    };
+    bool ok[4] = {};
+    std::vector<std::thread> threads;
+    for (int i = 0; i < 4; ++i)
+        threads.emplace_back([&, i] { ok[i] = work(i); });
+    for (auto& t : threads)
+        t.join();
+    for (bool b : ok)
+        CHECK(b);
+}
