@@ -11,7 +11,12 @@ Task* Task::create(TaskArena& arena, std::uint16_t queue_id, std::string_view ke
     Task* t = new (mem) Task();
     if (sizeof(Task) + content > TaskArena::kMaxSmall) {
         t->indirect = 1;
-        t->tail_block() = static_cast<char*>(arena.allocate(content));
+        try {
+            t->tail_block() = static_cast<char*>(arena.allocate(content));
+        } catch (...) {
+            arena.deallocate(t, header_block_size(content));
+            throw;
+        }
     }
     arena.content_bytes += content;
     t->queue_id = queue_id;

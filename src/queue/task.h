@@ -67,6 +67,9 @@ struct Task : TreeLinks {
           key_len(0),
           version(0),
           attempts(0) {}
+    // A record is its block: a copy would be outside the region and without its bytes.
+    Task(const Task&) = delete;
+    Task& operator=(const Task&) = delete;
 
     State state() const { return static_cast<State>(state_bits); }
     void set_state(State s) { state_bits = static_cast<std::uint32_t>(s); }

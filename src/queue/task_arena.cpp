@@ -8,7 +8,7 @@
 
 #include "queue/task_region.h"
 
-#if defined(__SANITIZE_ADDRESS__)
+#if DUEQ_ASAN
 #include <sanitizer/asan_interface.h>
 #define DUEQ_POISON(p, n) ASAN_POISON_MEMORY_REGION(p, n)
 #define DUEQ_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)

@@ -16,6 +16,18 @@
 // fills it at once), and its random index walks miss the TLB less.
 #pragma once
 
+// gcc says __SANITIZE_ADDRESS__, clang __has_feature(address_sanitizer).
+#if defined(__SANITIZE_ADDRESS__)
+#define DUEQ_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define DUEQ_ASAN 1
+#endif
+#endif
+#ifndef DUEQ_ASAN
+#define DUEQ_ASAN 0
+#endif
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>

@@ -318,7 +318,9 @@ bool detail::StoreState::load_meta(std::string_view encoded) {
     for (auto& dq : decoded) {
         if (find_queue(dq.name) == nullptr && queues.size() >= detail::kMaxQueues) return false;
     }
-    now = std::max(now, at);
+    // Log times are clamped on the way in (store_impl.h); a meta written before they
+    // were must not bring a larger one back.
+    now = std::max(now, std::min(at, detail::kMaxTime));
     next_lease = std::max(next_lease, lease);
     declared_defaults = defaults;
     for (Queue* q : queues)

@@ -1,12 +1,14 @@
 #include "queue/task_region.h"
 
+#include "queue/task_arena.h"  // DUEQ_ASAN
+
 #include <sys/mman.h>
 
 #include <mutex>
 #include <new>
 #include <vector>
 
-#if defined(__SANITIZE_ADDRESS__)
+#if DUEQ_ASAN
 #include <sanitizer/lsan_interface.h>
 #endif
 
@@ -57,7 +59,7 @@ void reserve(State& s) {
         s.bump = aligned + kAlign;
         s.end = aligned + want;
         base = aligned;
-#if defined(__SANITIZE_ADDRESS__)
+#if DUEQ_ASAN
         // Records may hold the only pointer to a heap block (a large record's tail).
         __lsan_register_root_region(aligned, want);
 #endif

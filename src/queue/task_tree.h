@@ -11,6 +11,7 @@
 // elements are allowed; the store's orders have none (keys are unique per queue).
 #pragma once
 
+#include <algorithm>
 #include <boost/intrusive/rbtree_algorithms.hpp>
 #include <cstddef>
 #include <cstdint>
@@ -143,7 +144,16 @@ class RegionTree {
         size_ = 0;
     }
 
+    // The longest path from the root to a leaf, in nodes (tests check the balance).
+    std::size_t depth() const { return depth_of(TreeNodeTraits::get_parent(header_)); }
+
   private:
+    static std::size_t depth_of(const TreeLinks* n) {
+        if (n == nullptr) return 0;
+        return 1 + std::max(depth_of(TreeNodeTraits::get_left(n)),
+                            depth_of(TreeNodeTraits::get_right(n)));
+    }
+
     node_ptr header_;
     std::size_t size_ = 0;
 };

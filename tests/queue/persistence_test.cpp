@@ -236,6 +236,62 @@ TEST_CASE("records that do not decode are refused", "[queue][persist]") {
     CHECK(t.task_count() == 1);
 }
 
+TEST_CASE("times beyond what a task record holds are clamped or refused", "[queue][persist]") {
+    // A task keeps its times in 48-bit fields. Log times are clamped to the range of
+    // command times, so nothing derived from them (a lease's end, here) overflows it.
+    const Millis kMaxTime = (Millis{1} << 46) - 1;
+    Store s;
+    REQUIRE(s.apply(Put{"q", "a", "p"}, INT64_MAX).ok());
+    CHECK(s.get("q", "a")->time == kMaxTime);
+    auto taken = s.apply(Take{"q"}, INT64_MAX);
+    REQUIRE(taken.tasks.size() == 1);
+    REQUIRE(s.apply(Put{"q", "b", "p"}, INT64_MIN).ok());
+    CHECK(s.get("q", "b")->time == kMaxTime);  // the store's time never goes back
+
+    Store low;
+    REQUIRE(low.apply(Put{"q", "a", "p"}, INT64_MIN).ok());
+    CHECK(low.get("q", "a")->time == -kMaxTime);
+
+    // A record with a time a task cannot hold is corrupt.
+    std::string task;
+    s.for_each_task([&](std::string_view, std::string_view k, std::string_view enc) {
+        if (k == "a") task = std::string(enc);
+    });
+    REQUIRE_FALSE(task.empty());
+    auto with_time = [&](std::size_t field, std::int64_t value) {
+        auto oh = msgpack::unpack(task.data(), task.size());
+        msgpack::object o = oh.get();
+        o.via.array.ptr[field] = msgpack::object(value);
+        msgpack::sbuffer b;
+        msgpack::pack(b, o);
+        return std::string(b.data(), b.size());
+    };
+    const std::int64_t kLargest = (std::int64_t{1} << 47) - 1;
+    for (std::size_t field : {2, 3}) {  // time, aux
+        Store t;
+        CHECK(t.load_task("q", "a", with_time(field, kLargest)));
+        CHECK(t.load_task("q", "a", with_time(field, -kLargest)));
+        CHECK_FALSE(t.load_task("q", "a", with_time(field, kLargest + 1)));
+        CHECK_FALSE(t.load_task("q", "a", with_time(field, -kLargest - 1)));
+        CHECK_FALSE(t.load_task("q", "a", with_time(field, INT64_MAX)));
+    }
+    Store t;
+    REQUIRE(t.load_task("q", "a", with_time(2, kLargest)));
+    CHECK(t.get("q", "a")->time == kLargest);
+
+    // A meta written before log times were clamped may carry a later store time.
+    const std::string encoded_meta = s.encode_meta();
+    auto meta_oh = msgpack::unpack(encoded_meta.data(), encoded_meta.size());
+    msgpack::object meta = meta_oh.get();
+    meta.via.array.ptr[1] = msgpack::object(INT64_MAX);  // the store's time
+    msgpack::sbuffer mb;
+    msgpack::pack(mb, meta);
+    Store m;
+    REQUIRE(m.load_meta(std::string(mb.data(), mb.size())));
+    REQUIRE(m.apply(Put{"q", "c", "p"}, T0).ok());
+    CHECK(m.get("q", "c")->time == kMaxTime);
+}
+
 TEST_CASE("a meta record whose late_share Declare would refuse is refused", "[queue][persist]") {
     // Found by fuzz/fuzz_records: a meta with late_share 1e19 loaded, and the store then
     // wrote a meta it could not load again (msgpack-c packs 1e19 as an unsigned

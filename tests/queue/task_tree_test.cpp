@@ -3,6 +3,9 @@
 // arena's small blocks, which keep their key and payload outside the region.
 #include <catch2/catch.hpp>
 
+#include <cstdio>
+
+#include <cmath>
 #include <random>
 #include <set>
 #include <string>
@@ -65,6 +68,8 @@ struct Model {
     }
     void check(Millis probe) {
         REQUIRE(tree.size() == expected.size());
+        // A red-black tree's longest path is at most twice its shortest: 2 log2(n + 1).
+        REQUIRE(tree.depth() <= 2 * std::log2(double(tree.size()) + 1));
         REQUIRE(tree.empty() == expected.empty());
         REQUIRE(contents(tree) == std::vector<Entry>(expected.begin(), expected.end()));
         auto lb = tree.lower_bound(probe, TimeProbe{});
@@ -109,6 +114,14 @@ TEST_CASE("the region tree keeps the order of a multiset through inserts and era
     m.check(0);
 }
 
+TEST_CASE("a tree filled in order stays balanced") {
+    Model m;
+    for (int i = 0; i < 100'000; ++i)
+        m.insert(i, "k", i % 2 == 0);
+    m.check(50'000);
+    CHECK(m.tree.depth() <= 34);  // 2 log2(100001)
+}
+
 TEST_CASE("a hinted insert at the end goes where an unhinted one would") {
     Model m;
     // In order, then out of order: the hint is only a hint.
@@ -144,22 +157,27 @@ TEST_CASE("a task record keeps its times, counters and bytes in a 48-byte header
 TEST_CASE("records too large for a small block keep key and payload outside the region") {
     TaskArena arena;
     TimeTree tree;
-    const std::string key(300, 'k');
     std::vector<Task*> tasks;
-    // Around the boundary where a whole record stops fitting a small block, and far past.
-    for (std::size_t payload :
-         {std::size_t(0), std::size_t(600), TaskArena::kMaxSmall - 348, TaskArena::kMaxSmall - 347,
-          std::size_t(5000), std::size_t(1) << 20}) {
+    // A 16-byte key: a record of 48 + 16 + 960 bytes is the largest that stays inline.
+    const std::pair<std::size_t, bool> cases[] = {{0, false},
+                                                  {200, false},
+                                                  {959, false},
+                                                  {960, false},
+                                                  {961, true},
+                                                  {5000, true},
+                                                  {std::size_t(1) << 20, true}};
+    for (auto [payload, indirect] : cases) {
         std::string p(payload, 'p');
         for (std::size_t i = 0; i < p.size(); ++i)
             p[i] = char('a' + (i * 7 + payload) % 26);
-        Task* t = Task::create(arena, 1, key + std::to_string(payload), p);
+        char key[17];
+        std::snprintf(key, sizeof key, "key-%012zu", payload);
+        Task* t = Task::create(arena, 1, key, p);
         t->time = Millis(payload);
         tree.insert(*t);
-        CHECK(t->indirect == (sizeof(Task) + 300 + std::to_string(payload).size() + payload >
-                              TaskArena::kMaxSmall));
+        CHECK(bool(t->indirect) == indirect);
         CHECK(t->payload() == p);
-        CHECK(t->key() == key + std::to_string(payload));
+        CHECK(t->key() == key);
         tasks.push_back(t);
     }
     CHECK(tree.size() == tasks.size());
@@ -168,6 +186,7 @@ TEST_CASE("records too large for a small block keep key and payload outside the 
         CHECK(&*it == tasks[n]);
     CHECK(arena.content_bytes > (std::size_t(1) << 20));
     tree.clear_and_dispose([&](Task* t) { Task::destroy(arena, t); });
+    CHECK(tree.empty());
     CHECK(arena.content_bytes == 0);
     CHECK(arena.used_bytes() == 0);
 }
