@@ -152,6 +152,22 @@ struct StoreState {
     void update_calendar(Queue& q);
 
     // ---- tasks ----
+    // Calls fn with the tree of `state` in q (the trees are of two types).
+    template <class Fn>
+    static void with_tree(Queue& q, State state, Fn&& fn) {
+        switch (state) {
+            case State::ready:
+                return fn(q.ready);
+            case State::delayed:
+                return fn(q.delayed);
+            case State::taken:
+                return fn(q.taken);
+            case State::buried:
+                return fn(q.buried);
+            case State::done:
+                return fn(q.done);
+        }
+    }
     // Puts t in the tree of its state; hint_last: it most likely goes last there.
     void link(Queue& q, Task* t, bool hint_last = false);
     void unlink(Queue& q, Task* t);
@@ -225,8 +241,8 @@ struct StoreState {
     static_assert(sizeof(UnlinkedItem) == 16);
     bool loading = false;
     msgpack::zone load_zone;  // load_task's, reused from one record to the next
-    std::vector<Task*> unlinked;
-    std::vector<UnlinkedItem> unlinked_items;  // one per entry of unlinked, in its order
+    std::vector<Task*, HugePageAllocator<Task*>> unlinked;
+    std::vector<UnlinkedItem, HugePageAllocator<UnlinkedItem>> unlinked_items;  // as unlinked
     void add_unlinked(Task* t);
     void link_unlinked();
 };

@@ -85,24 +85,12 @@ void detail::StoreState::update_calendar(Queue& q) {
 void detail::StoreState::link(Queue& q, Task* t, bool hint_last) {
     // With hint_last the tree first checks whether t goes last (one comparison), and
     // searches from the root only if not.
-    auto into = [&](auto& tree) {
+    with_tree(q, t->state(), [&](auto& tree) {
         if (hint_last)
             tree.insert(tree.end(), *t);
         else
             tree.insert(*t);
-    };
-    switch (t->state()) {
-        case State::ready:
-            return into(q.ready);
-        case State::delayed:
-            return into(q.delayed);
-        case State::taken:
-            return into(q.taken);
-        case State::buried:
-            return into(q.buried);
-        case State::done:
-            return into(q.done);
-    }
+    });
 }
 
 void detail::StoreState::unlink(Queue& q, Task* t) {

@@ -243,21 +243,34 @@ void detail::StoreState::link_unlinked() {
         return std::tie(a.queue_id, a.state, a.at, a.seq) <
                std::tie(b.queue_id, b.state, b.at, b.seq);
     });
-    // In time order the tasks are all over memory: ask for each a few items ahead. Both
-    // lines of its header (records are 8-byte aligned, so most headers straddle two), and
-    // the second holds the key that breaks ties on time.
+    // Each run of items with one queue and state fills one tree. An empty tree (always,
+    // in a restart) is built from the run at once if the run is in the tree's order (ties
+    // on time are in load order, which is key order when RocksDB hands the records).
+    // Otherwise the tasks go in one by one, each most likely last. In time order the tasks are all
+    // over memory: the pointer of each is asked for a few items ahead, and the tree's build asks
+    // for the tasks themselves.
     constexpr std::size_t kAhead = 8;
-    for (std::size_t i = 0; i < items.size(); ++i) {
-        if (i + kAhead < items.size()) {
-            const char* ahead = reinterpret_cast<const char*>(unlinked[items[i + kAhead].seq]);
-            __builtin_prefetch(ahead);
-            __builtin_prefetch(ahead + 64);
+    std::vector<Task*, HugePageAllocator<Task*>> run;
+    run.reserve(items.size());
+    for (std::size_t begin = 0; begin < items.size();) {
+        std::size_t end = begin;
+        run.clear();
+        for (; end < items.size() && items[end].queue_id == items[begin].queue_id &&
+               items[end].state == items[begin].state;
+             ++end) {
+            if (end + kAhead < items.size()) __builtin_prefetch(&unlinked[items[end + kAhead].seq]);
+            run.push_back(unlinked[items[end].seq]);
         }
-        Task* t = unlinked[items[i].seq];
-        link(*queues[items[i].queue_id], t, true);
+        with_tree(*queues[items[begin].queue_id], State(items[begin].state), [&](auto& tree) {
+            if (tree.assign_sorted(run.data(), run.size())) return;
+            for (Task* t : run)
+                tree.insert(tree.end(), *t);
+        });
+        begin = end;
     }
-    std::vector<Task*>().swap(unlinked);
-    std::vector<UnlinkedItem>().swap(unlinked_items);
+    decltype(run)().swap(run);
+    decltype(unlinked)().swap(unlinked);
+    decltype(unlinked_items)().swap(unlinked_items);
     for (auto& q : queues)
         if (q) update_calendar(*q);
 }

@@ -7,7 +7,8 @@
 // the tree is made.
 //
 // It offers what the store uses of a set: ordered insert (with a hint), erase, first
-// element, lower and upper bound by a time alone, forward iteration and disposal. Equal
+// element, lower and upper bound by a time alone, forward iteration and disposal, and a
+// restart's bulk build from sorted tasks. Equal
 // elements are allowed; the store's orders have none (keys are unique per queue).
 #pragma once
 
@@ -144,10 +145,103 @@ class RegionTree {
         size_ = 0;
     }
 
+    // Makes an empty tree hold items[0..n) if they are in the tree's order, and returns
+    // whether they were (if not, the tree stays empty). Each node's links are written
+    // once, in order, with one comparison to the node before it and no rebalancing. The
+    // shape is the balanced one (each node the middle of its range): every path from the
+    // root to a leaf has the same black nodes when only the deepest level is red.
+    bool assign_sorted(T* const* items, std::size_t n) {
+        if (size_ != 0) return false;
+        if (n == 0) return true;
+        std::size_t deepest = 0;
+        while ((std::size_t{2} << deepest) <= n)
+            ++deepest;
+        Build b{items, n, deepest};
+        node_ptr root = b.subtree(0, n, 0, header_);
+        if (b.out_of_order) return false;
+        TreeNodeTraits::set_parent(header_, root);
+        TreeNodeTraits::set_left(header_, items[0]);
+        TreeNodeTraits::set_right(header_, items[n - 1]);
+        size_ = n;
+        return true;
+    }
+
     // The longest path from the root to a leaf, in nodes (tests check the balance).
     std::size_t depth() const { return depth_of(TreeNodeTraits::get_parent(header_)); }
+    // Whether the links make a red-black tree in order, as the header and size say (tests).
+    bool well_formed() const {
+        const TreeLinks* root = TreeNodeTraits::get_parent(header_);
+        if (root == nullptr) return size_ == 0;
+        if (TreeNodeTraits::get_parent(root) != header_) return false;
+        if (TreeNodeTraits::get_color(root) != TreeNodeTraits::black()) return false;
+        std::size_t count = 0;
+        if (black_height(root, &count) < 0 || count != size_) return false;
+        const TreeLinks* first = root;
+        while (TreeNodeTraits::get_left(first) != nullptr)
+            first = TreeNodeTraits::get_left(first);
+        const TreeLinks* last = root;
+        while (TreeNodeTraits::get_right(last) != nullptr)
+            last = TreeNodeTraits::get_right(last);
+        if (TreeNodeTraits::get_left(header_) != first) return false;
+        if (TreeNodeTraits::get_right(header_) != last) return false;
+        for (auto it = begin(), next = begin(); it != end(); it = next)
+            if (++next != end() && Order{}(*next, *it)) return false;
+        return true;
+    }
 
   private:
+    struct Build {
+        T* const* items;
+        std::size_t n;
+        std::size_t deepest;
+        std::size_t visited = 0;  // in order, for prefetching the nodes ahead
+        bool out_of_order = false;
+
+        static std::size_t middle(std::size_t lo, std::size_t hi) { return lo + (hi - lo) / 2; }
+
+        node_ptr subtree(std::size_t lo, std::size_t hi, std::size_t depth, node_ptr parent) {
+            if (lo >= hi || out_of_order) return nullptr;
+            const std::size_t mid = middle(lo, hi);
+            node_ptr node = items[mid];
+            subtree(lo, mid, depth + 1, node);
+            if (visited > 0 && Order{}(*items[visited], *items[visited - 1])) out_of_order = true;
+            if (out_of_order) return nullptr;
+            // In order, so the nodes a few ahead are the next to be written.
+            if (visited + 8 < n) __builtin_prefetch(items[visited + 8]);
+            ++visited;
+            node->parent_color = 0;
+            TreeNodeTraits::set_parent(node, parent);
+            TreeNodeTraits::set_left(node, lo < mid ? items[middle(lo, mid)] : nullptr);
+            TreeNodeTraits::set_right(node, mid + 1 < hi ? items[middle(mid + 1, hi)] : nullptr);
+            const bool red = depth > 0 && depth == deepest;
+            TreeNodeTraits::set_color(node, red ? TreeNodeTraits::red() : TreeNodeTraits::black());
+            subtree(mid + 1, hi, depth + 1, node);
+            return node;
+        }
+    };
+
+    // -1 if the subtree breaks a rule: a child whose parent link is wrong, a red node with
+    // a red child, or two paths with different numbers of black nodes.
+    static int black_height(const TreeLinks* n, std::size_t* count) {
+        if (n == nullptr) return 0;
+        ++*count;
+        const TreeLinks* kids[2] = {TreeNodeTraits::get_left(n), TreeNodeTraits::get_right(n)};
+        int heights[2];
+        for (int i = 0; i < 2; ++i) {
+            if (kids[i] == nullptr) {
+                heights[i] = 0;
+                continue;
+            }
+            if (TreeNodeTraits::get_parent(kids[i]) != n) return -1;
+            if (TreeNodeTraits::get_color(n) == TreeNodeTraits::red() &&
+                TreeNodeTraits::get_color(kids[i]) == TreeNodeTraits::red())
+                return -1;
+            heights[i] = black_height(kids[i], count);
+        }
+        if (heights[0] < 0 || heights[0] != heights[1]) return -1;
+        return heights[0] + (TreeNodeTraits::get_color(n) == TreeNodeTraits::black() ? 1 : 0);
+    }
+
     static std::size_t depth_of(const TreeLinks* n) {
         if (n == nullptr) return 0;
         return 1 + std::max(depth_of(TreeNodeTraits::get_left(n)),

@@ -68,6 +68,7 @@ struct Model {
     }
     void check(Millis probe) {
         REQUIRE(tree.size() == expected.size());
+        REQUIRE(tree.well_formed());
         // A red-black tree's longest path is at most twice its shortest: 2 log2(n + 1).
         REQUIRE(tree.depth() <= 2 * std::log2(double(tree.size()) + 1));
         REQUIRE(tree.empty() == expected.empty());
@@ -120,6 +121,64 @@ TEST_CASE("a tree filled in order stays balanced") {
         m.insert(i, "k", i % 2 == 0);
     m.check(50'000);
     CHECK(m.tree.depth() <= 34);  // 2 log2(100001)
+}
+
+TEST_CASE("a tree built at once from sorted tasks is a red-black tree that works on") {
+    // Every size up to 300 (each shape of a deepest level), and a few large ones.
+    std::vector<std::size_t> sizes;
+    for (std::size_t n = 0; n <= 300; ++n)
+        sizes.push_back(n);
+    for (std::size_t n : {511, 512, 513, 1023, 1024, 100'000})
+        sizes.push_back(n);
+    std::mt19937_64 rng(7);
+    for (std::size_t n : sizes) {
+        Model m;
+        std::vector<Task*> sorted;
+        for (std::size_t i = 0; i < n; ++i) {
+            Task* t = Task::create(m.arena, 0, "k" + std::to_string(100'000 + i), "p");
+            t->time = Millis(i / 3);  // ties on time, broken by key
+            sorted.push_back(t);
+            m.expected.emplace(entry_of(*t));
+            m.live.push_back(t);
+        }
+        INFO("n = " << n);
+        REQUIRE(m.tree.assign_sorted(sorted.data(), sorted.size()));
+        m.check(Millis(n / 6));
+        // Then it takes inserts and erases like any other.
+        for (int step = 0; step < 200; ++step) {
+            if (step % 3 == 0 && !m.live.empty())
+                m.erase_at(rng() % m.live.size());
+            else
+                m.insert(Millis(rng() % (n / 3 + 2)), "x" + std::to_string(step), step % 2 == 0);
+        }
+        m.check(Millis(n / 6));
+    }
+}
+
+TEST_CASE("a bulk build refuses tasks out of order, and a tree that is not empty") {
+    for (std::size_t swap_at : {0, 1, 500, 998}) {
+        Model m;
+        std::vector<Task*> tasks;
+        for (int i = 0; i < 1000; ++i) {
+            Task* t = Task::create(m.arena, 0, "k" + std::to_string(1000 + i), "p");
+            t->time = 7;  // all tied: the order is the keys'
+            tasks.push_back(t);
+            m.live.push_back(t);
+        }
+        std::swap(tasks[swap_at], tasks[swap_at + 1]);
+        CHECK_FALSE(m.tree.assign_sorted(tasks.data(), tasks.size()));
+        CHECK(m.tree.empty());
+        CHECK(m.tree.begin() == m.tree.end());
+        for (Task* t : tasks) {  // and the tree still takes them one by one
+            m.tree.insert(m.tree.end(), *t);
+            m.expected.emplace(entry_of(*t));
+        }
+        m.check(7);
+        Task* one_more = Task::create(m.arena, 0, "z", "p");
+        CHECK_FALSE(m.tree.assign_sorted(&one_more, 1));
+        CHECK(m.tree.size() == 1000);
+        Task::destroy(m.arena, one_more);
+    }
 }
 
 TEST_CASE("a hinted insert at the end goes where an unhinted one would") {
