@@ -243,7 +243,7 @@ void detail::StoreState::link_unlinked() {
         return std::tie(a.queue_id, a.state, a.at, a.seq) <
                std::tie(b.queue_id, b.state, b.at, b.seq);
     });
-    // Each run of items with one queue and state fills one tree. An empty tree (always,
+    // Each run of items with one queue and state fills one tree. An empty tree (usually,
     // in a restart) is built from the run at once if the run is in the tree's order (ties
     // on time are in load order, which is key order when RocksDB hands the records).
     // Otherwise the tasks go in one by one, each most likely last. In time order the tasks are all
