@@ -43,7 +43,7 @@ SlotArray::SlotArray(std::size_t n) : size_(n) {
     if (const std::size_t tail = begin + want + kHuge - (aligned + want))
         ::munmap(reinterpret_cast<void*>(aligned + want), tail);
     // Only advice: without huge pages the table works the same, with more TLB misses.
-    ::madvise(reinterpret_cast<void*>(aligned), want, MADV_HUGEPAGE);
+    advise_huge(reinterpret_cast<void*>(aligned), want);
     slots_ = reinterpret_cast<std::uint64_t*>(aligned);
     mapped_bytes_ = want;
 }
