@@ -136,8 +136,19 @@ void Connection::send(std::string frame) {
     if (in_flight_ > 0) --in_flight_;
     unsent_bytes_ += frame.size();
     out_queue_.push_back(std::move(frame));
-    if (!writing_) write_more();
+    if (!writing_) flush_later();
     if (paused_) resume_later();
+}
+
+// Answers come in bursts: one applied batch answers many requests of a pipelining
+// client. Writing once the burst is over sends them in one system call, not one each.
+void Connection::flush_later() {
+    if (flush_posted_) return;
+    flush_posted_ = true;
+    asio::post(socket_.get_executor(), [self = shared_from_this()] {
+        self->flush_posted_ = false;
+        if (self->open_ && !self->writing_) self->write_more();
+    });
 }
 
 void Connection::write_more() {
@@ -194,7 +205,7 @@ void Connection::check_deadlines(Clock::time_point now) {
 
 void Connection::close_after_send() {
     closing_ = true;
-    if (!writing_) close();
+    if (!writing_) write_more();  // closes once the queue is written, or now if it is empty
 }
 
 void Connection::close() {

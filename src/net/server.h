@@ -61,6 +61,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     void read_more();
     void consume();
     void resume_later();
+    void flush_later();
     void write_more();
     void on_written(boost::system::error_code ec);
 
@@ -78,7 +79,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     std::size_t in_flight_ = 0;  // requests handed on, not answered yet
     bool paused_ = false, resume_posted_ = false;
     static constexpr std::size_t kMaxUnsentBytes = 32u << 20;
-    bool writing_ = false, open_ = true, closing_ = false;
+    bool writing_ = false, flush_posted_ = false, open_ = true, closing_ = false;
     Clock::time_point last_activity_ = Clock::now();  // bytes read or an answer written
     Clock::time_point partial_since_{};  // when an incomplete frame began; {} = none
 };
