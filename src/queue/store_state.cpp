@@ -95,23 +95,7 @@ void detail::StoreState::link(Queue& q, Task* t, bool hint_last) {
 
 void detail::StoreState::unlink(Queue& q, Task* t) {
     before_change(t);
-    switch (t->state()) {
-        case State::ready:
-            q.ready.erase(q.ready.iterator_to(*t));
-            break;
-        case State::delayed:
-            q.delayed.erase(q.delayed.iterator_to(*t));
-            break;
-        case State::taken:
-            q.taken.erase(q.taken.iterator_to(*t));
-            break;
-        case State::buried:
-            q.buried.erase(q.buried.iterator_to(*t));
-            break;
-        case State::done:
-            q.done.erase(q.done.iterator_to(*t));
-            break;
-    }
+    with_tree(q, t->state(), [&](auto& tree) { tree.erase(tree.iterator_to(*t)); });
 }
 
 void detail::StoreState::mark_changed(Task* t) {

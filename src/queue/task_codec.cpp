@@ -246,18 +246,26 @@ void detail::StoreState::link_unlinked() {
     // Each run of items with one queue and state fills one tree. An empty tree (usually,
     // in a restart) is built from the run at once if the run is in the tree's order (ties
     // on time are in load order, which is key order when RocksDB hands the records).
-    // Otherwise the tasks go in one by one, each most likely last. In time order the tasks are all
-    // over memory: the pointer of each is asked for a few items ahead, and the tree's build asks
-    // for the tasks themselves.
+    // Otherwise the tasks go in one by one, each most likely last. In time order the tasks
+    // are all over memory: the pointer of each is asked for a few items ahead, and the
+    // tree's build asks for the tasks themselves.
     constexpr std::size_t kAhead = 8;
+    auto same_tree = [&](std::size_t a, std::size_t b) {
+        return items[a].queue_id == items[b].queue_id && items[a].state == items[b].state;
+    };
+    // Room for the longest run only: one per task would be 8 more bytes per task at peak.
+    std::size_t longest = 0;
+    for (std::size_t begin = 0, i = 0; i <= items.size(); ++i)
+        if (i == items.size() || !same_tree(i, begin)) {
+            longest = std::max(longest, i - begin);
+            begin = i;
+        }
     std::vector<Task*, HugePageAllocator<Task*>> run;
-    run.reserve(items.size());
+    run.reserve(longest);
     for (std::size_t begin = 0; begin < items.size();) {
         std::size_t end = begin;
         run.clear();
-        for (; end < items.size() && items[end].queue_id == items[begin].queue_id &&
-               items[end].state == items[begin].state;
-             ++end) {
+        for (; end < items.size() && same_tree(end, begin); ++end) {
             if (end + kAhead < items.size()) __builtin_prefetch(&unlinked[items[end + kAhead].seq]);
             run.push_back(unlinked[items[end].seq]);
         }
