@@ -63,8 +63,7 @@ Status MemoryStorage::compact(Index index) {
     if (index > snapshot_.meta.index) return Error::unavailable;
     entries_.erase(entries_.begin(),
                    entries_.begin() + static_cast<std::ptrdiff_t>(index - offset));
-    entries_[0].data.clear();
-    entries_[0].data.shrink_to_fit();
+    entries_[0].data = {};
     return Status::ok();
 }
 

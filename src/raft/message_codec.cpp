@@ -12,7 +12,7 @@ constexpr std::uint32_t kFields = 13;
 
 using Packer = msgpack::packer<msgpack::sbuffer>;
 
-void pack_bin(Packer& p, const std::string& data) {
+void pack_bin(Packer& p, std::string_view data) {
     p.pack_bin(static_cast<std::uint32_t>(data.size()));
     p.pack_bin_body(data.data(), static_cast<std::uint32_t>(data.size()));
 }
@@ -52,12 +52,14 @@ const msgpack::object* array_of(const msgpack::object& o, std::uint32_t size) {
 bool read_entry(const msgpack::object& o, Entry& e) {
     const msgpack::object* f = array_of(o, 5);
     std::uint64_t type = 0;
+    std::string data;
     if (!f || !read_uint(f[0], e.term) || !read_uint(f[1], e.index) || !read_time(f[2], e.time) ||
         !read_uint(f[3], type) || type > static_cast<std::uint64_t>(EntryType::noop) ||
-        !read_bin(f[4], e.data)) {
+        !read_bin(f[4], data)) {
         return false;
     }
     e.type = static_cast<EntryType>(type);
+    e.data = std::move(data);
     return true;
 }
 

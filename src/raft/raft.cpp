@@ -203,10 +203,16 @@ void Raft::tick_leader() {
 }
 
 Result<Index> Raft::propose(std::string payload, Millis now_ms) {
-    return propose(std::span<const std::string>(&payload, 1), now_ms);
+    const EntryData data(std::move(payload));
+    return propose_data(std::span<const EntryData>(&data, 1), now_ms);
 }
 
 Result<Index> Raft::propose(std::span<const std::string> payloads, Millis now_ms) {
+    const std::vector<EntryData> data(payloads.begin(), payloads.end());
+    return propose_data(data, now_ms);
+}
+
+Result<Index> Raft::propose_data(std::span<const EntryData> payloads, Millis now_ms) {
     if (role_ != Role::leader) return Error::not_leader;
     if (transferee_ != kNoNode) return Error::transfer_in_progress;
     if (payloads.empty()) return Error::invalid;

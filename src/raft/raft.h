@@ -104,6 +104,7 @@ class Raft {
     bool lease_valid() const;
 
   private:
+    Result<Index> propose_data(std::span<const EntryData> payloads, Millis now_ms);
     // Roles (raft.cpp)
     void become_follower(Term term, NodeId leader);
     void become_pre_candidate();

@@ -5,7 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/millis.h"
@@ -24,6 +26,32 @@ enum class EntryType : std::uint8_t {
     noop = 1,    // appended by each new leader (§3.6.2 / §6.4: commits the prior terms)
 };
 
+// An entry's payload. It never changes once made, so the log, each Ready, each append
+// message and the storage writer share one copy instead of each allocating its own: a
+// leader used to copy every payload four or five times on its way out.
+class EntryData {
+  public:
+    EntryData() = default;
+    EntryData(std::string s)  // NOLINT: implicit, as the std::string it replaces
+        : s_(s.empty() ? nullptr : std::make_shared<const std::string>(std::move(s))) {}
+    EntryData(std::string_view s) : EntryData(std::string(s)) {}
+    EntryData(const char* s) : EntryData(std::string(s)) {}
+
+    std::string_view view() const { return s_ ? std::string_view(*s_) : std::string_view(); }
+    operator std::string_view() const { return view(); }
+    const char* data() const { return view().data(); }
+    std::size_t size() const { return s_ ? s_->size() : 0; }
+    bool empty() const { return size() == 0; }
+
+    bool operator==(const EntryData& o) const { return view() == o.view(); }
+    bool operator==(std::string_view o) const { return view() == o; }
+    bool operator==(const std::string& o) const { return view() == o; }
+    bool operator==(const char* o) const { return view() == o; }
+
+  private:
+    std::shared_ptr<const std::string> s_;
+};
+
 // One log entry. `time` is the log time the leader stamped on it: never less than the
 // time of the entry before it, even across leaders, so that every replica applies the
 // same commands at the same, non-decreasing times.
@@ -32,7 +60,7 @@ struct Entry {
     Index index = 0;
     Millis time = 0;
     EntryType type = EntryType::normal;
-    std::string data;
+    EntryData data;
 
     bool operator==(const Entry&) const = default;
 };

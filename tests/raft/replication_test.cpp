@@ -121,7 +121,7 @@ TEST_CASE("§3.5 a leader overwrites a follower's conflicting suffix", "[raft][r
         CHECK(c.raft(1).log().term(i).value() == c.raft(2).log().term(i).value());
     }
     for (const Entry& e : c.node(1).applied)
-        CHECK(e.data.rfind("cmd10", 0) != 0);  // never applied
+        CHECK(e.data.view().rfind("cmd10", 0) != 0);  // never applied
 }
 
 TEST_CASE("§5.3 fast backtracking skips a term of conflicts per round trip",
