@@ -302,6 +302,14 @@ Ready Raft::ready() {
     return rd;
 }
 
+std::vector<Entry> Raft::take_committed(Index limit) {
+    const Index upto = std::min(log_.committed(), limit);
+    if (upto <= log_.applying()) return {};
+    auto entries = log_.next_to_apply(upto, cfg_.max_bytes_per_msg);
+    if (!entries.empty()) log_.applied_to(entries.back().index);
+    return entries;
+}
+
 void Raft::advance(const Ready& rd) {
     if (rd.snapshot) log_.stable_snapshot_to(rd.snapshot->meta.index);
     // The newest handed-out entry that is still in the log marks what is durable (by

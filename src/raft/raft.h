@@ -88,6 +88,10 @@ class Raft {
     bool has_ready() const;
     Ready ready();
     void advance(const Ready& rd);
+    // Committed entries up to `limit` that no Ready has handed out, for a shell that
+    // applies them while the write of a Ready is still in flight (ready.h, step 3a). They
+    // count as applied once returned.
+    std::vector<Entry> take_committed(Index limit);
 
     // --- observers (for the shell, tests and the simulator's invariant checks) ---
     NodeId id() const { return cfg_.id; }

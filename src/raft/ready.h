@@ -13,6 +13,10 @@
 //     "updated on stable storage before responding to RPCs").
 //  3. Apply `committed_entries` in order (after the snapshot, if any); answer
 //     `read_states` once the state machine has applied their index.
+//  3a. While step 1 of one Ready is in flight, entries committed since may be taken with
+//     Raft::take_committed and applied at once: the cluster holds them durably. The
+//     limit keeps a replica's applied state from getting ahead of its own log, which
+//     must hold every applied entry once the write in flight is done.
 //  4. If `snapshot_wanted` is set, snapshot the state machine (at its applied index) and
 //     compact the log when convenient.
 //  5. Call Raft::advance(ready) before asking for the next Ready.

@@ -182,7 +182,9 @@ void RaftShell::on_link_change(raft::NodeId peer, bool up, std::int64_t now) {
 }
 
 void RaftShell::process_ready() {
-    if (failed_ || inflight_ || !raft_ || !raft_->has_ready()) return;
+    if (failed_ || !raft_) return;
+    if (inflight_) return apply_while_writing();
+    if (!raft_->has_ready()) return;
     inflight_ = raft_->ready();
     raft::Ready& rd = *inflight_;
     for (const auto& m : rd.messages_before_persist)
@@ -224,18 +226,8 @@ void RaftShell::finish_ready() {
     if (planted(raft::PlantedBug::shell_applies_uncommitted))
         for (const auto& e : rd.entries)
             if (e.index == applied_.index + 1) apply_entry(e);
-    bool wrote = false;
-    for (const auto& e : rd.committed_entries) {
-        if (e.index <= applied_.index) continue;  // only with the planted defect above
-        apply_entry(e);
-        if (failed_) return;
-        wrote = wrote || e.type == raft::EntryType::normal;
-    }
-    if (!rd.committed_entries.empty()) persist_applied_when_due();
-    if (replay_until_ != 0 && applied_.index >= replay_until_) {
-        spdlog::info("replayed the log tail after restart: applied index {}", applied_.index);
-        replay_until_ = 0;
-    }
+    const bool wrote = apply_entries(rd.committed_entries);
+    if (failed_) return;
     if (rd.snapshot_wanted) take_checkpoint();
     raft_->advance(rd);
     if (hooks_.on_read_state)
@@ -243,6 +235,54 @@ void RaftShell::finish_ready() {
             hooks_.on_read_state(rs);
     if (hooks_.applied) hooks_.applied(wrote);
     process_ready();
+}
+
+bool RaftShell::apply_entries(const std::vector<raft::Entry>& entries) {
+    if (entries.empty() || entries.back().index <= applied_.index) return false;
+    bool wrote = false;
+    for (const auto& e : entries) {
+        // Applied already: while the write was in flight, or by the planted defect above.
+        if (e.index <= applied_.index) continue;
+        apply_entry(e);
+        if (failed_) return wrote;
+        wrote = wrote || e.type == raft::EntryType::normal;
+    }
+    persist_applied_when_due();
+    if (replay_until_ != 0 && applied_.index >= replay_until_) {
+        spdlog::info("replayed the log tail after restart: applied index {}", applied_.index);
+        replay_until_ = 0;
+    }
+    return wrote;
+}
+
+void RaftShell::apply_while_writing() {
+    // A leader would otherwise answer a batch its followers have acknowledged only once
+    // its own next write is done (the commit reaches it inside that next Ready).
+    if (inflight_->snapshot) return;
+    const raft::Index before = applied_.index;
+    // In order: first what the Ready in flight carries (finish_ready then skips it), then
+    // what committed after it was made.
+    bool wrote = apply_entries(inflight_->committed_entries);
+    if (failed_) return;
+    const auto entries = raft_->take_committed(written_prefix());
+    wrote = apply_entries(entries) || wrote;
+    if (failed_) return;
+    if (hooks_.applied && applied_.index != before) hooks_.applied(wrote);
+}
+
+raft::Index RaftShell::written_prefix() const {
+    // Storage writes in order, so an applied state handed to it now lands after the write
+    // in flight. By Log Matching, an entry the core still holds vouches for all before it.
+    const raft::RaftLog& core = raft_->log();
+    const auto& writing = inflight_->entries;
+    if (!writing.empty()) {
+        for (auto it = writing.rbegin(); it != writing.rend(); ++it)
+            if (core.match_term(it->index, it->term)) return it->index;
+        return 0;  // the whole write was replaced since: what it leaves is not the core's
+    }
+    const raft::Index last = log_.last_index();
+    const auto term = log_.term(last);
+    return term && core.match_term(last, term.value()) ? last : 0;
 }
 
 bool RaftShell::fork_store(queue::LeaseId lease_base) {

@@ -177,6 +177,13 @@ class RaftShell {
         Done done;
     };
     void finish_ready();
+    // Applies what committed while a write is in flight (ready.h, step 3a).
+    void apply_while_writing();
+    // The newest index up to which the core's log is on disk once the write in flight is
+    // done; 0 if that cannot be told.
+    raft::Index written_prefix() const;
+    // Applies entries in order; returns whether any was a command.
+    bool apply_entries(const std::vector<raft::Entry>& entries);
     void install_snapshot(raft::Ready& rd);
     void apply_entry(const raft::Entry& e);
     void apply_command(const raft::Entry& e, std::optional<Proposal> mine);

@@ -88,3 +88,31 @@ TEST_CASE("a commit index that moved alone needs no sync", "[raft][ready]") {
     }
     CHECK(saw_commit_only);
 }
+
+TEST_CASE("what commits while the leader's own write is in flight is taken once, in order",
+          "[raft][ready]") {
+    Cluster c(3);
+    c.elect(1);
+    REQUIRE(c.raft(1).propose(cmd(1), 0));
+    Ready writing = c.raft(1).ready();  // the leader's write of the entry, not done yet
+    REQUIRE(writing.entries.size() == 1);
+    const Index index = writing.entries[0].index;
+    // Both followers store it and acknowledge: a majority without the leader's own disk.
+    for (const Message& m : writing.messages_before_persist)
+        if (m.type == MessageType::append) c.deliver(m);
+    for (const Message& m : c.take_messages())
+        if (m.to == 1) c.raft(1).step(m);
+    REQUIRE(c.raft(1).log().committed() == index);
+
+    CHECK(c.raft(1).take_committed(index - 1).empty());  // not past the limit
+    auto taken = c.raft(1).take_committed(index);
+    REQUIRE(taken.size() == 1);
+    CHECK(taken[0].data == cmd(1));
+    CHECK(c.raft(1).take_committed(index).empty());  // and only once
+    c.raft(1).advance(writing);
+    if (c.raft(1).has_ready()) {
+        Ready next = c.raft(1).ready();
+        CHECK(next.committed_entries.empty());  // no Ready hands it out again
+        c.raft(1).advance(next);
+    }
+}
