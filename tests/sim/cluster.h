@@ -158,6 +158,7 @@ class Cluster {
     SimOptions opts_;
     raft::Random rng_;         // faults and network
     raft::Random client_rng_;  // workload
+    raft::Random disk_rng_;    // how much of its queue a disk flush writes
     std::vector<std::unique_ptr<Node>> nodes_;
     std::unique_ptr<Checker> checker_;
     std::unique_ptr<TaskHistory> history_;

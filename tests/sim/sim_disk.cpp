@@ -57,10 +57,10 @@ void SimDisk::carry_out(DiskImage& img, const Job& job) {
     }
 }
 
-std::pair<std::uint64_t, std::vector<raft::SnapshotMeta>> SimDisk::flush() {
+std::pair<std::uint64_t, std::vector<raft::SnapshotMeta>> SimDisk::flush(std::size_t max_jobs) {
     std::uint64_t last = 0;
     std::vector<raft::SnapshotMeta> checkpoints;
-    while (!queue_.empty()) {
+    for (std::size_t n = 0; n < max_jobs && !queue_.empty(); ++n) {
         auto [ticket, job] = std::move(queue_.front());
         queue_.pop_front();
         last = ticket;
@@ -84,6 +84,7 @@ std::pair<std::uint64_t, std::vector<raft::SnapshotMeta>> SimDisk::flush() {
         }
         unsynced_.clear();
     }
+    if (!queue_.empty() && hooks_.schedule_flush) hooks_.schedule_flush();
     return {last, std::move(checkpoints)};
 }
 

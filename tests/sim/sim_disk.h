@@ -72,9 +72,13 @@ class SimDisk final : public shell::Storage, public node::OverlayStorage {
     };
     explicit SimDisk(Hooks hooks) : hooks_(std::move(hooks)) {}
 
-    // Carries out every job submitted so far. Returns the last ticket done and the
-    // checkpoints taken (the shell hears of both after this returns).
-    std::pair<std::uint64_t, std::vector<raft::SnapshotMeta>> flush();
+    // Carries out the jobs submitted so far, in order, at most `max_jobs` of them: a real
+    // disk finishes one group commit while the next waits, so the shell hears of its
+    // writes one group at a time. The rest wait for the next flush, asked for at once.
+    // Returns the last ticket done and the checkpoints taken (the shell hears of both
+    // after this returns).
+    std::pair<std::uint64_t, std::vector<raft::SnapshotMeta>> flush(
+        std::size_t max_jobs = SIZE_MAX);
     bool busy() const { return !queue_.empty(); }
 
     // Power cut: keeps the synced image and the first `keep` unsynced jobs (clamped).
