@@ -95,7 +95,15 @@ raft::Index RaftShell::propose(queue::Command cmd, std::int64_t now, Done done) 
         p.done = nullptr;
     }
     p.term = raft_->term();
-    proposals_[index.value()] = std::move(p);
+    // Ours from an earlier term at this index or after: the log they were in was cut
+    // below them when this node lost the lead, so they can no longer commit.
+    while (!proposals_.empty() && proposals_.back().first >= index.value()) {
+        Proposal old = std::move(proposals_.back().second);
+        proposals_.pop_back();
+        answer(old, Code::not_leader,
+               "leadership changed before this was committed; it was not applied");
+    }
+    proposals_.emplace_back(index.value(), std::move(p));
     if (hooks_.schedule) hooks_.schedule();
     return index.value();
 }
@@ -109,9 +117,9 @@ raft::Status RaftShell::read_index(std::uint64_t context) {
 // Proposals are made in index order with a clock that does not go back, so their
 // deadlines grow with the index: the sweep stops at the first one still in time.
 void RaftShell::expire_proposals(std::int64_t now) {
-    while (!proposals_.empty() && proposals_.begin()->second.deadline <= now) {
-        Proposal p = std::move(proposals_.begin()->second);
-        proposals_.erase(proposals_.begin());
+    while (!proposals_.empty() && proposals_.front().second.deadline <= now) {
+        Proposal p = std::move(proposals_.front().second);
+        proposals_.pop_front();
         answer(p, Code::timeout,
                "not committed within " + std::to_string(cfg_.proposal_timeout_ms) +
                    " ms; it may or may not be applied later");
@@ -300,17 +308,17 @@ void RaftShell::end_fork() {
 void RaftShell::apply_entry(const raft::Entry& e) {
     end_fork();  // the log goes on from the committed state, never from a fork
     applied_ = {e.index, e.term, std::max<raft::Millis>(applied_.time, e.time)};
-    std::optional<Proposal> mine;
-    if (auto it = proposals_.find(e.index); it != proposals_.end()) {
-        mine = std::move(it->second);
-        proposals_.erase(it);
-    }
     // Proposals below this index that never reached it were overwritten by a new leader.
-    while (!proposals_.empty() && proposals_.begin()->first < e.index) {
-        Proposal p = std::move(proposals_.begin()->second);
-        proposals_.erase(proposals_.begin());
+    while (!proposals_.empty() && proposals_.front().first < e.index) {
+        Proposal p = std::move(proposals_.front().second);
+        proposals_.pop_front();
         answer(p, Code::not_leader,
                "leadership changed before this was committed; it was not applied");
+    }
+    std::optional<Proposal> mine;
+    if (!proposals_.empty() && proposals_.front().first == e.index) {
+        mine = std::move(proposals_.front().second);
+        proposals_.pop_front();
     }
     if (e.type != raft::EntryType::normal) {
         store_->advance(queue::Millis(applied_.time));

@@ -22,8 +22,8 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
-#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -206,7 +206,8 @@ class RaftShell {
     std::unique_ptr<raft::Raft> raft_;
     std::unique_ptr<queue::Store> store_;
     std::unique_ptr<queue::Store> received_store_;  // from step_snapshot, until installed
-    std::map<raft::Index, Proposal> proposals_;     // proposed here, not yet applied
+    // Proposed here, not yet applied, by index: proposals only ever go at the back.
+    std::deque<std::pair<raft::Index, Proposal>> proposals_;
     std::optional<raft::Ready> inflight_;           // the Ready being persisted
     std::uint64_t inflight_ticket_ = 0;             // 0: nothing to wait for
     raft::SnapshotMeta applied_;                    // the last applied entry
