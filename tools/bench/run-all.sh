@@ -11,7 +11,9 @@
 #
 # Environment: BUILD_DIR (build), OUT (results directory, default a new /tmp dir),
 # PAGE (where the page goes: docs/benchmarks.md after a full run of every part, else
-# "-", stdout). Data directories live under OUT.
+# "-", stdout), QUIET_LOAD and QUIET_WAIT_S (before measuring, wait at most
+# QUIET_WAIT_S seconds, default 300 at full scale and 0 at small, for the 1-minute load
+# average to fall below QUIET_LOAD, default 0.5). Data directories live under OUT.
 # Every server it starts listens on 127.0.0.1 and is stopped by its PID on exit.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -71,6 +73,27 @@ log "peers"
 log "build ($BUILD_DIR)"
 [ -f "$BUILD_DIR/CMakeCache.txt" ] || cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 nice -n 10 cmake --build "$BUILD_DIR" --target dueqd dueq-bench queue-mem -j"${JOBS:-$(nproc)}" >/dev/null
+
+# Every figure is a ratio measured on shared cores: a build or a run that just ended
+# leaves the load average high for a minute or more, and the first rows would pay for it.
+wait_quiet() {
+  local max=${QUIET_WAIT_S:-$1} limit=${QUIET_LOAD:-0.5} waited=0 load
+  while :; do
+    load=$(cut -d' ' -f1 /proc/loadavg)
+    if awk -v l="$load" -v m="$limit" 'BEGIN { exit !(l < m) }'; then
+      log "quiet: load average $load"
+      return 0
+    fi
+    if [ "$waited" -ge "$max" ]; then
+      log "still busy after ${max} s (load average $load); measuring anyway"
+      return 0
+    fi
+    [ $((waited % 30)) -eq 0 ] && log "waiting for a quiet machine: load average $load, want < $limit"
+    sleep 5
+    waited=$((waited + 5))
+  done
+}
+if [ "$scale" = full ]; then wait_quiet 300; else wait_quiet 0; fi
 
 {
   printf '{"command":"machine","scale":"%s","date":"%s","commit":"%s",' "$scale" \
