@@ -95,13 +95,14 @@ raft::Index RaftShell::propose(queue::Command cmd, std::int64_t now, Done done) 
         p.done = nullptr;
     }
     p.term = raft_->term();
-    // Ours from an earlier term at this index or after: the log they were in was cut
-    // below them when this node lost the lead, so they can no longer commit.
+    // Ours from an earlier term at this index or after: this node's log was cut below
+    // them, but another replica may still hold them and commit them as a later leader.
     while (!proposals_.empty() && proposals_.back().first >= index.value()) {
         Proposal old = std::move(proposals_.back().second);
         proposals_.pop_back();
-        answer(old, Code::not_leader,
-               "leadership changed before this was committed; it was not applied");
+        answer(old, Code::timeout,
+               "leadership changed before this was seen to commit; it may or may not be "
+               "applied");
     }
     proposals_.emplace_back(index.value(), std::move(p));
     if (hooks_.schedule) hooks_.schedule();
@@ -246,7 +247,11 @@ void RaftShell::finish_ready() {
 }
 
 bool RaftShell::apply_entries(const std::vector<raft::Entry>& entries) {
-    if (entries.empty() || entries.back().index <= applied_.index) return false;
+    if (entries.empty()) return false;
+    if (entries.back().index <= applied_.index) {
+        persist_applied_when_due();  // applied while the write was in flight
+        return false;
+    }
     bool wrote = false;
     for (const auto& e : entries) {
         // Applied already: while the write was in flight, or by the planted defect above.
@@ -321,6 +326,10 @@ void RaftShell::apply_entry(const raft::Entry& e) {
         proposals_.pop_front();
     }
     if (e.type != raft::EntryType::normal) {
+        // A new leader's no-op took the index of ours: ours is not in the log.
+        if (mine)
+            answer(*mine, Code::not_leader,
+                   "leadership changed before this was committed; it was not applied");
         store_->advance(queue::Millis(applied_.time));
         if (hooks_.on_apply) {
             const std::size_t from = collect_changes();
