@@ -9,11 +9,13 @@
 
 #include <rocksdb/convenience.h>
 #include <rocksdb/db.h>
+#include <rocksdb/env.h>
 #include <rocksdb/options.h>
 #include <rocksdb/write_batch.h>
 
 #include "queue/store.h"
 #include "storage/crc32c.h"
+#include "storage/prezeroed_wal.h"
 #include "storage/sorted_flush_memtable.h"
 
 namespace dueq::storage {
@@ -121,10 +123,19 @@ std::string task_key(std::string_view queue, std::string_view key) {
     return k;
 }
 
+namespace {
+rocksdb::Env* prezeroed_wal_env() {
+    static const std::unique_ptr<rocksdb::Env> env =
+        rocksdb::NewCompositeEnv(prezeroed_wal_fs(rocksdb::FileSystem::Default()));
+    return env.get();
+}
+}  // namespace
+
 std::unique_ptr<Database> Database::open(const std::string& path, bool sync, Status& status,
                                          rocksdb::Env* env) {
     rocksdb::Options opts;
-    if (env) opts.env = env;
+    // A test's environment (the power-cut file system) brings its own pre-zeroed WAL.
+    opts.env = env ? env : prezeroed_wal_env();
     opts.create_if_missing = true;
     opts.create_missing_column_families = true;
     opts.paranoid_checks = true;

@@ -1,4 +1,5 @@
 #include "storage/fault_fs.h"
+#include "storage/prezeroed_wal.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -181,7 +182,9 @@ private:
     std::string name_;  // normalized
 };
 
-FaultFileSystem::FaultFileSystem() : FileSystemWrapper(rocksdb::FileSystem::Default()) {}
+// Under the fault layer, the WAL is written as dueqd writes it: pre-zeroed.
+FaultFileSystem::FaultFileSystem()
+    : FileSystemWrapper(storage::prezeroed_wal_fs(rocksdb::FileSystem::Default())) {}
 
 void FaultFileSystem::crash() {
     std::lock_guard lock(mu_);

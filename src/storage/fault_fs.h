@@ -1,7 +1,8 @@
 // A RocksDB file system for tests that can simulate a power cut: what was written but
 // never synced is lost.
 //
-// FaultFileSystem wraps FileSystem::Default(). For every file it creates (or reopens
+// FaultFileSystem wraps the pre-zeroed WAL layer (prezeroed_wal.h) over
+// FileSystem::Default(), as dueqd writes its files. For every file it creates (or reopens
 // for writing) it tracks, by name, how many bytes were appended and how many of them a
 // completed Sync/Fsync made durable, and whether a directory fsync made the file's
 // name durable. Two calls then play the power cut:
