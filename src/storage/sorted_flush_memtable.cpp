@@ -8,7 +8,10 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <utility>
 #include <vector>
+
+#include <sys/mman.h>
 
 #include <rocksdb/slice.h>
 #include <rocksdb/version.h>
@@ -120,10 +123,82 @@ class SortedIterator final : public MemTableRep::Iterator {
     std::size_t pos_;
 };
 
+// Memory for one memtable's entries, in slabs of up to 2 MiB; a 2 MiB slab is aligned so
+// that it can be one transparent huge page. RocksDB's own arena takes its blocks from
+// malloc, fresh pages for every memtable, and the first write to each 4 KiB page faults:
+// that was 12% of each storage thread's CPU in a three-node put run (docs/benchmarks.md).
+// One writer.
+class EntrySlabs {
+  public:
+    static constexpr std::size_t kHuge = std::size_t{2} << 20;
+
+    explicit EntrySlabs(std::size_t slab)
+        : slab_(std::clamp(round_up(slab), std::size_t{4096}, kHuge)) {}
+    EntrySlabs(const EntrySlabs&) = delete;
+    EntrySlabs& operator=(const EntrySlabs&) = delete;
+    ~EntrySlabs() {
+        for (const auto& [p, n] : maps_)
+            ::munmap(p, n);
+    }
+
+    char* allocate(std::size_t n) {
+        // An entry larger than an eighth of a slab gets its own mapping, so that it never
+        // strands the rest of a slab.
+        if (n > slab_ / 8) return map(round_up(n), 0);
+        if (n > std::size_t(end_ - next_)) {
+            const bool huge = slab_ == kHuge;
+            next_ = map(slab_, huge ? kHuge : 0);
+            end_ = next_ + slab_;
+            // Only advice: without huge pages the slab works the same.
+            if (huge) ::madvise(next_, slab_, MADV_HUGEPAGE);
+        }
+        char* p = next_;
+        next_ += n;
+        return p;
+    }
+    std::size_t bytes() const { return bytes_.load(std::memory_order_relaxed); }
+
+  private:
+    static std::size_t round_up(std::size_t n) { return (n + 4095) & ~std::size_t{4095}; }
+
+    // `bytes` of fresh memory, aligned to `align` when that is not 0.
+    char* map(std::size_t bytes, std::size_t align) {
+        const std::size_t reserve = bytes + align;
+        void* got =
+            ::mmap(nullptr, reserve, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (got == MAP_FAILED) throw std::bad_alloc();
+        char* p = static_cast<char*>(got);
+        if (align != 0) {
+            char* aligned = reinterpret_cast<char*>(
+                (reinterpret_cast<std::uintptr_t>(p) + align - 1) & ~(align - 1));
+            if (aligned != p) ::munmap(p, std::size_t(aligned - p));
+            const std::size_t tail = std::size_t(p + reserve - (aligned + bytes));
+            if (tail != 0) ::munmap(aligned + bytes, tail);
+            p = aligned;
+        }
+        maps_.emplace_back(p, bytes);
+        bytes_.fetch_add(bytes, std::memory_order_relaxed);
+        return p;
+    }
+
+    const std::size_t slab_;
+    std::vector<std::pair<char*, std::size_t>> maps_;
+    char* next_ = nullptr;
+    char* end_ = nullptr;
+    std::atomic<std::size_t> bytes_{0};
+};
+
 class SortedFlushRep final : public MemTableRep {
   public:
-    SortedFlushRep(const KeyComparator& compare, rocksdb::Allocator* allocator)
-        : MemTableRep(allocator), compare_(compare) {}
+    SortedFlushRep(const KeyComparator& compare, rocksdb::Allocator* allocator, std::size_t slab)
+        : MemTableRep(allocator), compare_(compare), slabs_(slab) {}
+
+    // Entries live in this memtable's slabs, not RocksDB's arena; they are counted in
+    // ApproximateMemoryUsage, which RocksDB adds to the arena's bytes to decide a flush.
+    rocksdb::KeyHandle Allocate(const size_t len, char** buf) override {
+        *buf = slabs_.allocate(len);
+        return static_cast<rocksdb::KeyHandle>(*buf);
+    }
 
     void Insert(rocksdb::KeyHandle handle) override {
         const char* entry = static_cast<const char*>(handle);
@@ -156,7 +231,7 @@ class SortedFlushRep final : public MemTableRep {
     }
 
     std::size_t ApproximateMemoryUsage() override {
-        return sizeof(*this) + bytes_.load(std::memory_order_relaxed);
+        return sizeof(*this) + bytes_.load(std::memory_order_relaxed) + slabs_.bytes();
     }
 
     // RocksDB's default Get leaks the iterator it makes (7.8), and a copy of every key
@@ -243,22 +318,27 @@ class SortedFlushRep final : public MemTableRep {
     bool sorted_ = false;
     std::atomic<std::size_t> bytes_{0};
     std::vector<void*> iterator_memory_;  // of iterators made for an arena, destroyed by RocksDB
+    EntrySlabs slabs_;  // declared last: destroyed first, after nothing reads an entry
 };
 
 class SortedFlushFactory final : public rocksdb::MemTableRepFactory {
   public:
+    explicit SortedFlushFactory(std::size_t slab) : slab_(slab) {}
     const char* Name() const override { return "DueqSortedFlushMemTable"; }
     using MemTableRepFactory::CreateMemTableRep;
     MemTableRep* CreateMemTableRep(const KeyComparator& compare, rocksdb::Allocator* allocator,
                                    const rocksdb::SliceTransform*, rocksdb::Logger*) override {
-        return new SortedFlushRep(compare, allocator);
+        return new SortedFlushRep(compare, allocator, slab_);
     }
+
+  private:
+    std::size_t slab_;
 };
 
 }  // namespace
 
-std::shared_ptr<rocksdb::MemTableRepFactory> sorted_flush_memtable() {
-    return std::make_shared<SortedFlushFactory>();
+std::shared_ptr<rocksdb::MemTableRepFactory> sorted_flush_memtable(std::size_t slab_bytes) {
+    return std::make_shared<SortedFlushFactory>(slab_bytes);
 }
 
 }  // namespace dueq::storage

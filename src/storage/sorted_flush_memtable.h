@@ -10,6 +10,9 @@
 // task records (tools/log-write, docs/benchmarks.md). A memtable of log entries, which
 // arrive in index order, is not sorted at all.
 //
+// Entries are kept in this memtable's own 2 MiB slabs, advised as transparent huge
+// pages, instead of RocksDB's arena, whose fresh 4 KiB pages each fault on first write.
+//
 // An iterator over a memtable still being written sorts a copy of its keys; a point
 // lookup scans it (dueq reads these column families by iterator only, and RocksDB's
 // default lookup would leak an iterator per call).
@@ -18,12 +21,18 @@
 // RocksDB's default (bytewise) comparator.
 #pragma once
 
+#include <cstddef>
 #include <memory>
 
 #include <rocksdb/memtablerep.h>
 
 namespace dueq::storage {
 
-std::shared_ptr<rocksdb::MemTableRepFactory> sorted_flush_memtable();
+// `slab_bytes` (4 KiB to 2 MiB): the size of the slabs entries are kept in. Each counts
+// in full towards the memtable's size as soon as it is taken, as RocksDB's arena blocks
+// do, so it should be well under the write buffer size (RocksDB's blocks are an eighth
+// of it). The default suits RocksDB's default 64 MiB write buffer.
+std::shared_ptr<rocksdb::MemTableRepFactory> sorted_flush_memtable(
+    std::size_t slab_bytes = std::size_t{2} << 20);
 
 }  // namespace dueq::storage

@@ -24,7 +24,7 @@ std::unique_ptr<rocksdb::DB> open_rocksdb(const std::string& path, std::size_t w
     rocksdb::Options o;
     o.create_if_missing = true;
     o.allow_concurrent_memtable_write = false;
-    o.memtable_factory = storage::sorted_flush_memtable();
+    o.memtable_factory = storage::sorted_flush_memtable(write_buffer / 8);
     o.write_buffer_size = write_buffer;
     rocksdb::DB* db = nullptr;
     auto s = rocksdb::DB::Open(o, path, &db);
