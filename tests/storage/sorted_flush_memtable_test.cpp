@@ -101,7 +101,7 @@ void write_random(rocksdb::DB& db, Model& model, std::mt19937_64& rng, int write
             // Now and then a long value: an entry that takes its own slab, or a whole
             // memtable's worth of the small ones.
             const auto shape = rng() % 1000;
-            const std::string v = shape == 0  ? std::string(300'000 + rng() % 1000, char(rng()))
+            const std::string v = shape == 0   ? std::string(300'000 + rng() % 1000, char(rng()))
                                   : shape < 20 ? std::string(2000 + rng() % 3000, char(rng()))
                                                : std::to_string(rng());
             REQUIRE(db.Put({}, k, v).ok());
