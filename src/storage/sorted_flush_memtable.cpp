@@ -21,7 +21,66 @@ namespace {
 
 using rocksdb::MemTableRep;
 using rocksdb::Slice;
-using Keys = std::vector<const char*>;
+constexpr std::size_t kHugePage = std::size_t{2} << 20;
+
+std::size_t round_up(std::size_t n, std::size_t to) {
+    return (n + to - 1) & ~(to - 1);
+}
+
+// `bytes` of fresh memory in a mapping of its own, aligned to `align` (a power of two)
+// when that is not 0. Throws std::bad_alloc.
+char* map_aligned(std::size_t bytes, std::size_t align) {
+    const std::size_t reserve = bytes + align;
+    void* got =
+        ::mmap(nullptr, reserve, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (got == MAP_FAILED) throw std::bad_alloc();
+    char* p = static_cast<char*>(got);
+    if (align == 0) return p;
+    char* aligned = reinterpret_cast<char*>(round_up(reinterpret_cast<std::uintptr_t>(p), align));
+    if (aligned != p) ::munmap(p, std::size_t(aligned - p));
+    const std::size_t tail = std::size_t(p + reserve - (aligned + bytes));
+    if (tail != 0) ::munmap(aligned + bytes, tail);
+    return aligned;
+}
+
+// Whole huge pages, advised as such. Only advice: without huge pages the memory works
+// the same.
+char* map_huge(std::size_t bytes) {
+    char* p = map_aligned(round_up(bytes, kHugePage), kHugePage);
+    ::madvise(p, round_up(bytes, kHugePage), MADV_HUGEPAGE);
+    return p;
+}
+
+// For the arrays of entry pointers: from 1 MiB on, in huge pages of their own. A
+// memtable's array grows to a few MiB by doubling, and malloc would map each size afresh
+// in 4 KiB pages, each faulting on first write (most of the page faults left after
+// EntrySlabs).
+template <class T>
+struct HugeArrayAllocator {
+    using value_type = T;
+    static constexpr std::size_t kHugeFrom = std::size_t{1} << 20;
+
+    HugeArrayAllocator() = default;
+    template <class U>
+    HugeArrayAllocator(const HugeArrayAllocator<U>&) {}
+
+    T* allocate(std::size_t n) {
+        const std::size_t bytes = n * sizeof(T);
+        if (bytes < kHugeFrom) return static_cast<T*>(::operator new(bytes));
+        return reinterpret_cast<T*>(map_huge(bytes));
+    }
+    void deallocate(T* p, std::size_t n) {
+        const std::size_t bytes = n * sizeof(T);
+        if (bytes < kHugeFrom)
+            ::operator delete(p);
+        else
+            ::munmap(p, round_up(bytes, kHugePage));
+    }
+    friend bool operator==(const HugeArrayAllocator&, const HugeArrayAllocator&) { return true; }
+    friend bool operator!=(const HugeArrayAllocator&, const HugeArrayAllocator&) { return false; }
+};
+
+using Keys = std::vector<const char*, HugeArrayAllocator<const char*>>;
 using KeyComparator = MemTableRep::KeyComparator;
 
 // A memtable entry is a varint32-prefixed internal key (the user key, then 8 bytes of
@@ -66,7 +125,7 @@ void sort_keys(Keys& keys, std::size_t shared, const KeyComparator& compare) {
         std::uint64_t word;
         const char* entry;
     };
-    std::vector<Item> items;
+    std::vector<Item, HugeArrayAllocator<Item>> items;
     items.reserve(keys.size());
     for (const char* e : keys)
         items.push_back({order_word(user_key(e), shared), e});
@@ -130,10 +189,8 @@ class SortedIterator final : public MemTableRep::Iterator {
 // One writer.
 class EntrySlabs {
   public:
-    static constexpr std::size_t kHuge = std::size_t{2} << 20;
-
     explicit EntrySlabs(std::size_t slab)
-        : slab_(std::clamp(round_up(slab), std::size_t{4096}, kHuge)) {}
+        : slab_(std::clamp(round_up(slab, 4096), std::size_t{4096}, kHugePage)) {}
     EntrySlabs(const EntrySlabs&) = delete;
     EntrySlabs& operator=(const EntrySlabs&) = delete;
     ~EntrySlabs() {
@@ -144,13 +201,10 @@ class EntrySlabs {
     char* allocate(std::size_t n) {
         // An entry larger than an eighth of a slab gets its own mapping, so that it never
         // strands the rest of a slab.
-        if (n > slab_ / 8) return map(round_up(n), 0);
+        if (n > slab_ / 8) return keep(map_aligned(round_up(n, 4096), 0), round_up(n, 4096));
         if (n > std::size_t(end_ - next_)) {
-            const bool huge = slab_ == kHuge;
-            next_ = map(slab_, huge ? kHuge : 0);
+            next_ = keep(slab_ == kHugePage ? map_huge(slab_) : map_aligned(slab_, 0), slab_);
             end_ = next_ + slab_;
-            // Only advice: without huge pages the slab works the same.
-            if (huge) ::madvise(next_, slab_, MADV_HUGEPAGE);
         }
         char* p = next_;
         next_ += n;
@@ -159,23 +213,7 @@ class EntrySlabs {
     std::size_t bytes() const { return bytes_.load(std::memory_order_relaxed); }
 
   private:
-    static std::size_t round_up(std::size_t n) { return (n + 4095) & ~std::size_t{4095}; }
-
-    // `bytes` of fresh memory, aligned to `align` when that is not 0.
-    char* map(std::size_t bytes, std::size_t align) {
-        const std::size_t reserve = bytes + align;
-        void* got =
-            ::mmap(nullptr, reserve, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (got == MAP_FAILED) throw std::bad_alloc();
-        char* p = static_cast<char*>(got);
-        if (align != 0) {
-            char* aligned = reinterpret_cast<char*>(
-                (reinterpret_cast<std::uintptr_t>(p) + align - 1) & ~(align - 1));
-            if (aligned != p) ::munmap(p, std::size_t(aligned - p));
-            const std::size_t tail = std::size_t(p + reserve - (aligned + bytes));
-            if (tail != 0) ::munmap(aligned + bytes, tail);
-            p = aligned;
-        }
+    char* keep(char* p, std::size_t bytes) {
         maps_.emplace_back(p, bytes);
         bytes_.fetch_add(bytes, std::memory_order_relaxed);
         return p;
