@@ -50,8 +50,9 @@ class PrezeroedFile : public FSWritableFile {
 
     using FSWritableFile::Append;
     IOStatus Append(const Slice& data, const IOOptions&, IODebugContext*) override {
-        if (size_ + data.size() > zeroed_) {
-            if (auto s = zero_through(size_ + data.size()); !s.ok()) return s;
+        // One chunk ahead, so that the zeros are on disk before the log reaches them.
+        if (size_ + data.size() + kZeroChunk > zeroed_) {
+            if (auto s = zero_through(size_ + data.size() + kZeroChunk); !s.ok()) return s;
         }
         if (auto s = write_at(fd_, data.data(), data.size(), size_, name_); !s.ok()) return s;
         size_ += data.size();
@@ -102,6 +103,8 @@ class PrezeroedFile : public FSWritableFile {
         while (zeroed_ < end) {
             if (auto s = write_at(fd_, zeros.data(), zeros.size(), zeroed_, name_); !s.ok())
                 return s;
+            // Start the write-back now, not in the next sync, whose caller waits for it.
+            ::sync_file_range(fd_, off_t(zeroed_), off_t(zeros.size()), SYNC_FILE_RANGE_WRITE);
             zeroed_ += zeros.size();
         }
         return IOStatus::OK();

@@ -10,10 +10,11 @@
 // every answered write with `storage.fsync = always`.
 //
 // How: a WAL file (a name `<digits>.log`, as RocksDB names them) is opened by this file
-// system, not RocksDB's. When an append would pass the zeroed end, the next
-// kZeroChunk bytes are written with zeros first (not synced on their own: the next sync
-// makes them durable along with the data, once per chunk). Appends then write in
-// place; a clean close truncates the file to what was appended.
+// system, not RocksDB's. It keeps at least kZeroChunk bytes past the appended end written
+// with zeros: when an append would come closer, the next chunk is written and its
+// write-back started at once (sync_file_range), so that the sync that follows does not
+// wait for a whole chunk; that sync writes the inode, once per chunk. Appends then write
+// in place; a clean close truncates the file to what was appended.
 //
 // After a crash the file keeps its zero tail. RocksDB's log reader reads an all-zero
 // block header as a record of the type reserved for preallocated files and skips the

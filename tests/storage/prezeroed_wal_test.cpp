@@ -30,6 +30,13 @@ std::unique_ptr<rocksdb::FSWritableFile> open_file(rocksdb::FileSystem& fsys,
     return f;
 }
 
+// The file's size with `appended` bytes in it: zeroed at least a chunk past them, in
+// whole chunks.
+std::uintmax_t zeroed_size(std::uintmax_t appended) {
+    const auto c = storage::kZeroChunk;
+    return (appended + c + c - 1) / c * c;
+}
+
 bool all_zero_from(const std::string& name, std::uintmax_t from) {
     std::ifstream in(name, std::ios::binary);
     in.seekg(std::streamoff(from));
@@ -80,13 +87,13 @@ TEST_CASE("a WAL file is zeroed a chunk ahead, and a close cuts it to what was a
     REQUIRE(f->Append(record, io, nullptr).ok());
     REQUIRE(f->Sync(io, nullptr).ok());
     CHECK(f->GetFileSize(io, nullptr) == record.size());
-    CHECK(fs::file_size(wal) == storage::kZeroChunk);
+    CHECK(fs::file_size(wal) == zeroed_size(record.size()));
     CHECK(all_zero_from(wal, record.size()));
 
-    // Past the first chunk: the next one is zeroed before the append lands.
+    // Past the zeroed chunks: more are zeroed before the append lands.
     const std::string big(storage::kZeroChunk, 'b');
     REQUIRE(f->Append(big, io, nullptr).ok());
-    CHECK(fs::file_size(wal) == 2 * storage::kZeroChunk);
+    CHECK(fs::file_size(wal) == zeroed_size(record.size() + big.size()));
     CHECK(all_zero_from(wal, record.size() + big.size()));
 
     REQUIRE(f->Close(io, nullptr).ok());
@@ -96,7 +103,7 @@ TEST_CASE("a WAL file is zeroed a chunk ahead, and a close cuts it to what was a
         auto g = open_file(*fsys, dir.str() + "/000002.log");
         REQUIRE(g->Append(record, io, nullptr).ok());
         g.reset();
-        CHECK(fs::file_size(dir.str() + "/000002.log") == storage::kZeroChunk);
+        CHECK(fs::file_size(dir.str() + "/000002.log") == zeroed_size(record.size()));
     }
     SECTION("other files are written as RocksDB writes them") {
         auto g = open_file(*fsys, dir.str() + "/MANIFEST-000001");
