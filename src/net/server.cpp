@@ -136,7 +136,14 @@ void Connection::send(std::string frame) {
     if (in_flight_ > 0) --in_flight_;
     unsent_bytes_ += frame.size();
     out_queue_.push_back(std::move(frame));
-    if (!writing_) flush_later();
+    if (!writing_) {
+        // The client's turn starts with the first answer after a quiet spell: a request
+        // held longer than idle_timeout_ms (a blocking take) is not time the client left
+        // its answers unread. Without this, a deadline check that lands before the write
+        // is done closes the connection with the answer in it.
+        if (!flush_posted_) last_activity_ = Clock::now();
+        flush_later();
+    }
     if (paused_) resume_later();
 }
 
