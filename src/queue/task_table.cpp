@@ -67,10 +67,6 @@ void SlotArray::release() {
     size_ = mapped_bytes_ = 0;
 }
 
-void advise_huge(void* p, std::size_t bytes) {
-    ::madvise(p, bytes, MADV_HUGEPAGE);
-}
-
 TaskTable::TaskTable() : slots_(kInitialSlots) {}
 
 std::uint64_t TaskTable::hash(std::uint16_t queue_id, std::string_view key) {

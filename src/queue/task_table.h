@@ -27,6 +27,7 @@
 #include <string_view>
 #include <utility>
 
+#include "common/huge_pages.h"
 #include "queue/task.h"
 
 namespace dueq::queue::detail {
@@ -56,39 +57,9 @@ class SlotArray {
     std::size_t mapped_bytes_ = 0;  // 0: from calloc
 };
 
-// Only advice: without huge pages the memory works the same.
-void advise_huge(void* p, std::size_t bytes);
+using ::dueq::advise_huge;
+using ::dueq::HugePageAllocator;
 
-// An allocator for a restart's big scratch arrays (one entry per task): above 4 MiB it
-// asks for memory aligned to and advised as huge pages, so filling 200 MB takes a hundred
-// page faults instead of fifty thousand.
-template <class T>
-struct HugePageAllocator {
-    using value_type = T;
-    static constexpr std::size_t kHuge = std::size_t{2} << 20;
-    HugePageAllocator() = default;
-    template <class U>
-    HugePageAllocator(const HugePageAllocator<U>&) {}
-    static bool huge(std::size_t n) { return n * sizeof(T) >= 2 * kHuge; }
-    T* allocate(std::size_t n) {
-        if (!huge(n)) return std::allocator<T>{}.allocate(n);
-        const std::size_t bytes = (n * sizeof(T) + kHuge - 1) & ~(kHuge - 1);
-        void* p = std::aligned_alloc(kHuge, bytes);
-        if (p == nullptr) throw std::bad_alloc();
-        advise_huge(p, bytes);
-        return static_cast<T*>(p);
-    }
-    void deallocate(T* p, std::size_t n) {
-        if (huge(n))
-            std::free(p);
-        else
-            std::allocator<T>{}.deallocate(p, n);
-    }
-    template <class U>
-    bool operator==(const HugePageAllocator<U>&) const {
-        return true;
-    }
-};
 class TaskTable {
   public:
     TaskTable();

@@ -5,16 +5,17 @@
 #include <cassert>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <new>
 #include <utility>
 #include <vector>
 
-#include <sys/mman.h>
-
 #include <rocksdb/slice.h>
 #include <rocksdb/version.h>
+
+#include "common/huge_pages.h"
 
 namespace dueq::storage {
 namespace {
@@ -23,64 +24,13 @@ using rocksdb::MemTableRep;
 using rocksdb::Slice;
 constexpr std::size_t kHugePage = std::size_t{2} << 20;
 
-std::size_t round_up(std::size_t n, std::size_t to) {
-    return (n + to - 1) & ~(to - 1);
-}
-
-// `bytes` of fresh memory in a mapping of its own, aligned to `align` (a power of two)
-// when that is not 0. Throws std::bad_alloc.
-char* map_aligned(std::size_t bytes, std::size_t align) {
-    const std::size_t reserve = bytes + align;
-    void* got =
-        ::mmap(nullptr, reserve, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (got == MAP_FAILED) throw std::bad_alloc();
-    char* p = static_cast<char*>(got);
-    if (align == 0) return p;
-    char* aligned = reinterpret_cast<char*>(round_up(reinterpret_cast<std::uintptr_t>(p), align));
-    if (aligned != p) ::munmap(p, std::size_t(aligned - p));
-    const std::size_t tail = std::size_t(p + reserve - (aligned + bytes));
-    if (tail != 0) ::munmap(aligned + bytes, tail);
-    return aligned;
-}
-
-// Whole huge pages, advised as such. Only advice: without huge pages the memory works
-// the same.
-char* map_huge(std::size_t bytes) {
-    char* p = map_aligned(round_up(bytes, kHugePage), kHugePage);
-    ::madvise(p, round_up(bytes, kHugePage), MADV_HUGEPAGE);
-    return p;
-}
-
-// For the arrays of entry pointers: from 1 MiB on, in huge pages of their own. A
-// memtable's array grows to a few MiB by doubling, and malloc would map each size afresh
-// in 4 KiB pages, each faulting on first write (most of the page faults left after
-// EntrySlabs).
+// A memtable's array of entry pointers grows to a few MiB by doubling, and malloc would
+// map each size afresh in 4 KiB pages, each faulting on its first write: from 1 MiB on,
+// huge pages.
 template <class T>
-struct HugeArrayAllocator {
-    using value_type = T;
-    static constexpr std::size_t kHugeFrom = std::size_t{1} << 20;
+using EntryArrayAllocator = HugePageAllocator<T, std::size_t{1} << 20>;
 
-    HugeArrayAllocator() = default;
-    template <class U>
-    HugeArrayAllocator(const HugeArrayAllocator<U>&) {}
-
-    T* allocate(std::size_t n) {
-        const std::size_t bytes = n * sizeof(T);
-        if (bytes < kHugeFrom) return static_cast<T*>(::operator new(bytes));
-        return reinterpret_cast<T*>(map_huge(bytes));
-    }
-    void deallocate(T* p, std::size_t n) {
-        const std::size_t bytes = n * sizeof(T);
-        if (bytes < kHugeFrom)
-            ::operator delete(p);
-        else
-            ::munmap(p, round_up(bytes, kHugePage));
-    }
-    friend bool operator==(const HugeArrayAllocator&, const HugeArrayAllocator&) { return true; }
-    friend bool operator!=(const HugeArrayAllocator&, const HugeArrayAllocator&) { return false; }
-};
-
-using Keys = std::vector<const char*, HugeArrayAllocator<const char*>>;
+using Keys = std::vector<const char*, EntryArrayAllocator<const char*>>;
 using KeyComparator = MemTableRep::KeyComparator;
 
 // A memtable entry is a varint32-prefixed internal key (the user key, then 8 bytes of
@@ -125,7 +75,7 @@ void sort_keys(Keys& keys, std::size_t shared, const KeyComparator& compare) {
         std::uint64_t word;
         const char* entry;
     };
-    std::vector<Item, HugeArrayAllocator<Item>> items;
+    std::vector<Item, EntryArrayAllocator<Item>> items;
     items.reserve(keys.size());
     for (const char* e : keys)
         items.push_back({order_word(user_key(e), shared), e});
@@ -190,20 +140,20 @@ class SortedIterator final : public MemTableRep::Iterator {
 class EntrySlabs {
   public:
     explicit EntrySlabs(std::size_t slab)
-        : slab_(std::clamp(round_up(slab, 4096), std::size_t{4096}, kHugePage)) {}
+        : slab_(std::clamp((slab + 4095) & ~std::size_t{4095}, std::size_t{4096}, kHugePage)) {}
     EntrySlabs(const EntrySlabs&) = delete;
     EntrySlabs& operator=(const EntrySlabs&) = delete;
     ~EntrySlabs() {
-        for (const auto& [p, n] : maps_)
-            ::munmap(p, n);
+        for (char* p : blocks_)
+            std::free(p);
     }
 
     char* allocate(std::size_t n) {
-        // An entry larger than an eighth of a slab gets its own mapping, so that it never
-        // strands the rest of a slab.
-        if (n > slab_ / 8) return keep(map_aligned(round_up(n, 4096), 0), round_up(n, 4096));
+        // An entry larger than an eighth of a slab gets a block of its own, so that it
+        // never strands the rest of a slab.
+        if (n > slab_ / 8) return keep(n, 0);
         if (n > std::size_t(end_ - next_)) {
-            next_ = keep(slab_ == kHugePage ? map_huge(slab_) : map_aligned(slab_, 0), slab_);
+            next_ = keep(slab_, slab_ == kHugePage ? kHugePage : 0);
             end_ = next_ + slab_;
         }
         char* p = next_;
@@ -213,14 +163,18 @@ class EntrySlabs {
     std::size_t bytes() const { return bytes_.load(std::memory_order_relaxed); }
 
   private:
-    char* keep(char* p, std::size_t bytes) {
-        maps_.emplace_back(p, bytes);
+    // A block of `bytes`; aligned to and advised as huge pages when `huge` is not 0.
+    char* keep(std::size_t bytes, std::size_t huge) {
+        void* p = huge != 0 ? std::aligned_alloc(huge, bytes) : std::malloc(bytes);
+        if (p == nullptr) throw std::bad_alloc();
+        if (huge != 0) advise_huge(p, bytes);
+        blocks_.push_back(static_cast<char*>(p));
         bytes_.fetch_add(bytes, std::memory_order_relaxed);
-        return p;
+        return static_cast<char*>(p);
     }
 
     const std::size_t slab_;
-    std::vector<std::pair<char*, std::size_t>> maps_;
+    std::vector<char*> blocks_;
     char* next_ = nullptr;
     char* end_ = nullptr;
     std::atomic<std::size_t> bytes_{0};
