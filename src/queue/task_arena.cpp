@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <new>
 
+#include "common/huge_pages.h"
 #include "queue/task_region.h"
 
 #if DUEQ_ASAN
@@ -34,8 +35,7 @@ TaskArena::~TaskArena() {
 char* TaskArena::huge_slab() {
     // Aligned to a huge page, so it can be one.
     char* slab = region::take_slab(kHugeSlabBytes);
-    // Only advice: without huge pages (or with them off) the slab works the same.
-    ::madvise(slab, kHugeSlabBytes, MADV_HUGEPAGE);
+    advise_huge(slab, kHugeSlabBytes);
     return slab;
 }
 

@@ -4,9 +4,9 @@
 // Why: on ext4, an fdatasync after an append that grows the file must also write the
 // inode (the new size, and the extent that turns from unwritten to written), which is a
 // second device write per sync. Overwriting blocks that already hold data needs only the
-// data and the cache flush. On this project's test machines, a 4 KiB append and
-// fdatasync cost 290 µs and 115 µs of CPU; the same write over zeros, 185 µs and 63 µs
-// (docs/benchmarks.md). The Raft log is synced once per write batch, so this is paid on
+// data and the cache flush. On this project's test machine, a 4 KiB append and
+// fdatasync cost 294 µs and 113 µs of CPU; the same write over zeros, 191 µs and 66 µs
+// (tools/sync-cost, docs/benchmarks.md). The Raft log is synced once per write batch, so this is paid on
 // every answered write with `storage.fsync = always`.
 //
 // How: a WAL file (a name `<digits>.log`, as RocksDB names them) is opened by this file
@@ -19,7 +19,8 @@
 // After a crash the file keeps its zero tail. RocksDB's log reader reads an all-zero
 // block header as a record of the type reserved for preallocated files and skips the
 // rest of that block without reporting a corruption, so recovery ends at the last
-// record (tested by the crash tests, which kill dueqd with SIGKILL). A record torn by
+// record (tests/storage/prezeroed_wal_test.cpp, and the crash tests, which kill dueqd
+// with SIGKILL). A record torn by
 // the crash is followed by zeros instead of the end of the file; its checksum fails and
 // point-in-time recovery (RocksDB's default, which dueq keeps) ends the log there, as it
 // does at a torn end of file.

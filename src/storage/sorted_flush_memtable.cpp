@@ -144,16 +144,16 @@ class EntrySlabs {
     EntrySlabs(const EntrySlabs&) = delete;
     EntrySlabs& operator=(const EntrySlabs&) = delete;
     ~EntrySlabs() {
-        for (char* p : blocks_)
-            std::free(p);
+        for (const auto& [p, n] : blocks_)
+            Blocks{}.deallocate(p, n);
     }
 
     char* allocate(std::size_t n) {
         // An entry larger than an eighth of a slab gets a block of its own, so that it
         // never strands the rest of a slab.
-        if (n > slab_ / 8) return keep(n, 0);
+        if (n > slab_ / 8) return keep(n);
         if (n > std::size_t(end_ - next_)) {
-            next_ = keep(slab_, slab_ == kHugePage ? kHugePage : 0);
+            next_ = keep(slab_);
             end_ = next_ + slab_;
         }
         char* p = next_;
@@ -163,18 +163,18 @@ class EntrySlabs {
     std::size_t bytes() const { return bytes_.load(std::memory_order_relaxed); }
 
   private:
-    // A block of `bytes`; aligned to and advised as huge pages when `huge` is not 0.
-    char* keep(std::size_t bytes, std::size_t huge) {
-        void* p = huge != 0 ? std::aligned_alloc(huge, bytes) : std::malloc(bytes);
-        if (p == nullptr) throw std::bad_alloc();
-        if (huge != 0) advise_huge(p, bytes);
-        blocks_.push_back(static_cast<char*>(p));
+    // A block of a full 2 MiB slab (or more) is huge pages of its own.
+    using Blocks = HugePageAllocator<char, kHugePage>;
+
+    char* keep(std::size_t bytes) {
+        char* p = Blocks{}.allocate(bytes);
+        blocks_.emplace_back(p, bytes);
         bytes_.fetch_add(bytes, std::memory_order_relaxed);
-        return static_cast<char*>(p);
+        return p;
     }
 
     const std::size_t slab_;
-    std::vector<char*> blocks_;
+    std::vector<std::pair<char*, std::size_t>> blocks_;
     char* next_ = nullptr;
     char* end_ = nullptr;
     std::atomic<std::size_t> bytes_{0};

@@ -44,7 +44,7 @@ struct Cost {
 };
 
 // One round: every file written at once; the cost per sync, averaged over all of them.
-Cost round(rocksdb::FileSystem& fsys, const Options& o, const std::string& tag, int r) {
+Cost run_round(rocksdb::FileSystem& fsys, const Options& o, const std::string& tag, int r) {
     std::vector<std::thread> threads;
     std::vector<std::string> errors(o.files);
     const std::string data(o.bytes, 'd');
@@ -123,8 +123,8 @@ int main(int argc, char** argv) {
     std::printf("round  growing wall/cpu us  pre-zeroed wall/cpu us  ratio wall/cpu\n");
     Cost g_sum, z_sum;
     for (std::size_t r = 0; r < o.rounds; ++r) {
-        const Cost g = round(*growing, o, "growing", int(r));
-        const Cost z = round(*prezeroed, o, "prezeroed", int(r));
+        const Cost g = run_round(*growing, o, "growing", int(r));
+        const Cost z = run_round(*prezeroed, o, "prezeroed", int(r));
         std::printf("%5zu  %9.1f %9.1f  %11.1f %9.1f  %7.2f %5.2f\n", r + 1, g.wall_us, g.cpu_us,
                     z.wall_us, z.cpu_us, z.wall_us / g.wall_us, z.cpu_us / g.cpu_us);
         std::fflush(stdout);
