@@ -17,6 +17,7 @@
 #include <sstream>
 #include <thread>
 
+#include "loopback_ports.h"
 #include "node/support.h"
 
 namespace dueq::test {
@@ -98,31 +99,6 @@ bool leads(const NodeStatus& s) {
 CATCH_REGISTER_LISTENER(FailureWatcher)
 
 }  // namespace
-
-std::vector<std::uint16_t> free_loopback_ports(int count) {
-    std::random_device rd;
-    std::mt19937 rng(rd());
-    std::uniform_int_distribution<int> pick(20000, 32000);
-    std::set<std::uint16_t> chosen;
-    for (int attempt = 0; attempt < 1000 && int(chosen.size()) < count; ++attempt) {
-        const auto port = std::uint16_t(pick(rng));
-        if (chosen.count(port)) continue;
-        const int fd = socket(AF_INET, SOCK_STREAM, 0);
-        REQUIRE(fd >= 0);
-        sockaddr_in a{};
-        a.sin_family = AF_INET;
-        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        a.sin_port = htons(port);
-        // Without SO_REUSEADDR: a port with connections in TIME_WAIT counts as taken.
-        const bool free = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-        close(fd);
-        if (free) chosen.insert(port);
-    }
-    REQUIRE(int(chosen.size()) == count);
-    std::vector<std::uint16_t> ports(chosen.begin(), chosen.end());
-    std::shuffle(ports.begin(), ports.end(), rng);
-    return ports;
-}
 
 std::string string_payload(const std::string& text) {
     msgpack::sbuffer b;

@@ -139,10 +139,6 @@ class Cluster {
     std::vector<Node> nodes_;
 };
 
-// Ports on 127.0.0.1 that were free a moment ago, chosen at random below the kernel's
-// ephemeral range (so no outgoing connection is handed one of them meanwhile).
-std::vector<std::uint16_t> free_loopback_ports(int count);
-
 // The msgpack bytes of a string payload, and back ("" if the bytes are not one string).
 std::string string_payload(const std::string& text);
 std::string payload_string(const std::string& msgpack_bytes);

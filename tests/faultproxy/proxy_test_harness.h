@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "faultproxy/fault_proxy.h"
+#include "loopback_ports.h"
 
 namespace dueq::faultproxy::test {
 
@@ -121,10 +122,7 @@ struct Harness {
     std::unique_ptr<Control> ctl;
 
     Harness() {
-        {
-            tcp::acceptor a(tio, loopback(0));
-            dead_port = a.local_endpoint().port();
-        }
+        dead_port = free_loopback_port();  // not one the proxy's listeners could be given
         target.non_blocking(true);
         proxy = std::make_unique<FaultProxy>(
             io, loopback(0),

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "net/peer_handshake.h"
+#include "loopback_ports.h"
 #include "net/peer_mesh.h"
 
 using namespace dueq::net;
@@ -37,13 +38,6 @@ bool run_until(asio::io_context& io, Pred pred, std::chrono::milliseconds limit 
 void run_for(asio::io_context& io, std::chrono::milliseconds d) {
     run_until(
         io, [] { return false; }, d);
-}
-
-// A port nobody listens on right now (bound, read, released).
-std::uint16_t free_port() {
-    asio::io_context io;
-    tcp::acceptor a(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
-    return a.local_endpoint().port();
 }
 
 std::string addr(std::uint16_t port) {
@@ -82,9 +76,9 @@ struct Cluster {
 
     explicit Cluster(std::vector<std::uint64_t> real, std::vector<std::uint64_t> phantoms = {}) {
         for (auto id : real)
-            ports[id] = free_port();
+            ports[id] = free_loopback_port();
         for (auto id : phantoms)
-            ports[id] = free_port();
+            ports[id] = free_loopback_port();
         base.cluster_id = kCluster;
         base.fingerprint = kFingerprint;
         base.secret = kSecret;
