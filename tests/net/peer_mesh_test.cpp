@@ -8,8 +8,8 @@
 #include <random>
 #include <thread>
 
-#include "net/peer_handshake.h"
 #include "loopback_ports.h"
+#include "net/peer_handshake.h"
 #include "net/peer_mesh.h"
 
 using namespace dueq::net;
