@@ -69,18 +69,45 @@ const char* lookup_memtable_key(const rocksdb::LookupKey& k) {
     return s.data() == internal && s.data() + s.size() == end ? start : nullptr;
 }
 
+// Where a sort puts an entry, mostly without reading it again: `word` holds the user key's
+// 8 bytes after those every key shares. When a key has no bytes beyond those 8 (`rest`
+// is how many it has after the shared ones), two keys with equal words and lengths are
+// the same user key, and `rank` orders their versions as RocksDB does, newest first. So
+// a key written again within a memtable, as a put and its later ack are, is placed
+// without two cache misses for a full comparison.
+struct SortItem {
+    std::uint64_t word;
+    std::uint64_t rank;  // ~(sequence << 8 | type)
+    const char* entry;
+    std::uint8_t rest;  // user key bytes after the shared ones; kLong when more than 8
+    static constexpr std::uint8_t kLong = 9;
+
+    SortItem(const char* e, std::size_t shared) : entry(e) {
+        const Slice internal = rocksdb::GetLengthPrefixedSlice(e);
+        const Slice user(internal.data(), internal.size() - 8);
+        word = order_word(user, shared);
+        rest = std::uint8_t(std::min<std::size_t>(user.size() - shared, kLong));
+        std::uint64_t packed = 0;  // RocksDB stores it little-endian
+        for (int i = 7; i >= 0; --i)
+            packed = packed << 8 | std::uint8_t(internal[user.size() + std::size_t(i)]);
+        rank = ~packed;
+    }
+};
+
 // Sorts `keys` as `compare` orders them; every user key starts with the same `shared` bytes.
 void sort_keys(Keys& keys, std::size_t shared, const KeyComparator& compare) {
-    struct Item {
-        std::uint64_t word;
-        const char* entry;
-    };
-    std::vector<Item, EntryArrayAllocator<Item>> items;
+    std::vector<SortItem, EntryArrayAllocator<SortItem>> items;
     items.reserve(keys.size());
     for (const char* e : keys)
-        items.push_back({order_word(user_key(e), shared), e});
-    auto less = [&compare](const Item& a, const Item& b) {
+        items.emplace_back(e, shared);
+    auto less = [&compare](const SortItem& a, const SortItem& b) {
         if (a.word != b.word) return a.word < b.word;
+        if (a.rest < SortItem::kLong && b.rest < SortItem::kLong) {
+            // Equal words: the shorter key is a prefix of the other (its zero padding is
+            // the other's zero bytes), or both are the same key.
+            if (a.rest != b.rest) return a.rest < b.rest;
+            return a.rank < b.rank;
+        }
         return compare(a.entry, b.entry) < 0;
     };
     // Log entries arrive in index order.
@@ -101,7 +128,17 @@ class SortedIterator final : public MemTableRep::Iterator {
 
     bool Valid() const override { return pos_ < keys_.size(); }
     const char* key() const override { return keys_[pos_]; }
-    void Next() override { ++pos_; }
+    void Next() override {
+        ++pos_;
+        // Sorted keys of random writes lie all over the slabs, and a flush reads each entry
+        // right after stepping to it: waiting on memory there was 3% of a three-node put
+        // run's CPU. Ask for the entry a few steps ahead (its key and the value's start).
+        if (pos_ + kAhead < keys_.size()) {
+            const char* ahead = keys_[pos_ + kAhead];
+            __builtin_prefetch(ahead);
+            __builtin_prefetch(ahead + 64);
+        }
+    }
     void Prev() override { pos_ = pos_ == 0 ? keys_.size() : pos_ - 1; }
     void SeekToFirst() override { pos_ = 0; }
     void SeekToLast() override { pos_ = keys_.empty() ? 0 : keys_.size() - 1; }
@@ -125,6 +162,8 @@ class SortedIterator final : public MemTableRep::Iterator {
         });
         return std::size_t(it - keys_.begin());
     }
+
+    static constexpr std::size_t kAhead = 8;
 
     std::unique_ptr<Keys> owned_;
     const Keys& keys_;
