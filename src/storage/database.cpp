@@ -124,6 +124,8 @@ std::string task_key(std::string_view queue, std::string_view key) {
 }
 
 namespace {
+constexpr std::size_t kKeptSlabBytes = std::size_t{32} << 20;
+
 rocksdb::Env* prezeroed_wal_env() {
     static const std::unique_ptr<rocksdb::Env> env =
         rocksdb::NewCompositeEnv(prezeroed_wal_fs(rocksdb::FileSystem::Default()));
@@ -152,11 +154,14 @@ std::unique_ptr<Database> Database::open(const std::string& path, bool sync, Sta
     // replays at most about this much.
     opts.max_total_wal_size = 256ull << 20;
     std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
+    std::vector<std::shared_ptr<SortedFlushMemTableFactory>> memtables;
     for (const char* name : kCfNames) {
         cfs.emplace_back(name, rocksdb::ColumnFamilyOptions(opts));
         const std::string_view n = name;
-        if (n == "log" || n == "tasks")
-            cfs.back().options.memtable_factory = sorted_flush_memtable();
+        if (n == "log" || n == "tasks") {
+            memtables.push_back(sorted_flush_memtable());
+            cfs.back().options.memtable_factory = memtables.back();
+        }
     }
     std::unique_ptr<Database> d(new Database());
     d->sync_ = sync;
@@ -165,6 +170,11 @@ std::unique_ptr<Database> Database::open(const std::string& path, bool sync, Sta
         status = Status::error("cannot open RocksDB at " + path + ": " + s.ToString());
         return nullptr;
     }
+    // While writes flow, a memtable fills as the one before it is flushed and freed: its
+    // slabs, kept, serve the next one (half a write buffer's worth covers most of it).
+    // Not before now, so that what a restart replayed is given back.
+    for (auto& m : memtables)
+        m->keep_freed_slabs(kKeptSlabBytes);
     // Find the log's extent once; afterwards the writer keeps it.
     std::unique_ptr<rocksdb::Iterator> it(d->db_->NewIterator({}, d->handles_[kLog]));
     it->SeekToLast();

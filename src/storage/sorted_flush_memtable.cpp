@@ -171,28 +171,98 @@ class SortedIterator final : public MemTableRep::Iterator {
     std::size_t pos_;
 };
 
+}  // namespace
+
+// Full slabs that freed memtables gave back, kept (up to a limit) for the memtables after
+// them. Fresh memory must be zeroed by the kernel on first touch, and for memtables that
+// was 4% of a three-node put run's CPU (docs/benchmarks.md); a kept slab is reused as it
+// is. Memtables are made on the writing thread and freed on whichever drops the last
+// reference: a mutex, taken once per slab.
+class SlabPool {
+  public:
+    explicit SlabPool(std::size_t slab) : slab_(slab) {}
+    SlabPool(const SlabPool&) = delete;
+    SlabPool& operator=(const SlabPool&) = delete;
+    ~SlabPool() { keep(0); }
+
+    std::size_t slab() const { return slab_; }
+    char* take() {
+        {
+            std::lock_guard lock(mu_);
+            if (!kept_.empty()) {
+                char* p = kept_.back();
+                kept_.pop_back();
+                return p;
+            }
+        }
+        return Blocks{}.allocate(slab_);
+    }
+    void give(char* p) {
+        {
+            std::lock_guard lock(mu_);
+            if ((kept_.size() + 1) * slab_ <= limit_) {
+                kept_.push_back(p);
+                return;
+            }
+        }
+        Blocks{}.deallocate(p, slab_);
+    }
+    // From now on keeps up to `bytes` of slabs; frees what is kept beyond.
+    void keep(std::size_t bytes) {
+        std::vector<char*> drop;
+        {
+            std::lock_guard lock(mu_);
+            limit_ = bytes;
+            while (!kept_.empty() && kept_.size() * slab_ > limit_) {
+                drop.push_back(kept_.back());
+                kept_.pop_back();
+            }
+        }
+        for (char* p : drop)
+            Blocks{}.deallocate(p, slab_);
+    }
+    std::size_t kept_bytes() const {
+        std::lock_guard lock(mu_);
+        return kept_.size() * slab_;
+    }
+
+    // A block of a full 2 MiB slab (or more) is huge pages of its own.
+    using Blocks = HugePageAllocator<char, kHugePage>;
+
+  private:
+    const std::size_t slab_;
+    mutable std::mutex mu_;
+    std::vector<char*> kept_;
+    std::size_t limit_ = 0;
+};
+
+namespace {
+
 // Memory for one memtable's entries, in slabs of up to 2 MiB; a 2 MiB slab is aligned so
 // that it can be one transparent huge page. RocksDB's own arena takes its blocks from
 // malloc, fresh pages for every memtable, and the first write to each 4 KiB page faults:
 // that was 12% of each storage thread's CPU in a three-node put run (docs/benchmarks.md).
-// One writer.
+// Full slabs come from, and go back to, the factory's pool. One writer.
 class EntrySlabs {
   public:
-    explicit EntrySlabs(std::size_t slab)
-        : slab_(std::clamp((slab + 4095) & ~std::size_t{4095}, std::size_t{4096}, kHugePage)) {}
+    explicit EntrySlabs(std::shared_ptr<SlabPool> pool)
+        : pool_(std::move(pool)), slab_(pool_->slab()) {}
     EntrySlabs(const EntrySlabs&) = delete;
     EntrySlabs& operator=(const EntrySlabs&) = delete;
     ~EntrySlabs() {
         for (const auto& [p, n] : blocks_)
-            Blocks{}.deallocate(p, n);
+            if (n == slab_)
+                pool_->give(p);
+            else
+                SlabPool::Blocks{}.deallocate(p, n);
     }
 
     char* allocate(std::size_t n) {
         // An entry larger than an eighth of a slab gets a block of its own, so that it
         // never strands the rest of a slab.
-        if (n > slab_ / 8) return keep(n);
+        if (n > slab_ / 8) return keep(SlabPool::Blocks{}.allocate(n), n);
         if (n > std::size_t(end_ - next_)) {
-            next_ = keep(slab_);
+            next_ = keep(pool_->take(), slab_);
             end_ = next_ + slab_;
         }
         char* p = next_;
@@ -202,16 +272,13 @@ class EntrySlabs {
     std::size_t bytes() const { return bytes_.load(std::memory_order_relaxed); }
 
   private:
-    // A block of a full 2 MiB slab (or more) is huge pages of its own.
-    using Blocks = HugePageAllocator<char, kHugePage>;
-
-    char* keep(std::size_t bytes) {
-        char* p = Blocks{}.allocate(bytes);
+    char* keep(char* p, std::size_t bytes) {
         blocks_.emplace_back(p, bytes);
         bytes_.fetch_add(bytes, std::memory_order_relaxed);
         return p;
     }
 
+    const std::shared_ptr<SlabPool> pool_;
     const std::size_t slab_;
     std::vector<std::pair<char*, std::size_t>> blocks_;
     char* next_ = nullptr;
@@ -221,8 +288,9 @@ class EntrySlabs {
 
 class SortedFlushRep final : public MemTableRep {
   public:
-    SortedFlushRep(const KeyComparator& compare, rocksdb::Allocator* allocator, std::size_t slab)
-        : MemTableRep(allocator), compare_(compare), slabs_(slab) {}
+    SortedFlushRep(const KeyComparator& compare, rocksdb::Allocator* allocator,
+                   std::shared_ptr<SlabPool> pool)
+        : MemTableRep(allocator), compare_(compare), slabs_(std::move(pool)) {}
 
     // Entries live in this memtable's slabs, not RocksDB's arena; they are counted in
     // ApproximateMemoryUsage, which RocksDB adds to the arena's bytes to decide a flush.
@@ -352,24 +420,32 @@ class SortedFlushRep final : public MemTableRep {
     EntrySlabs slabs_;  // declared last: destroyed first, after nothing reads an entry
 };
 
-class SortedFlushFactory final : public rocksdb::MemTableRepFactory {
-  public:
-    explicit SortedFlushFactory(std::size_t slab) : slab_(slab) {}
-    const char* Name() const override { return "DueqSortedFlushMemTable"; }
-    using MemTableRepFactory::CreateMemTableRep;
-    MemTableRep* CreateMemTableRep(const KeyComparator& compare, rocksdb::Allocator* allocator,
-                                   const rocksdb::SliceTransform*, rocksdb::Logger*) override {
-        return new SortedFlushRep(compare, allocator, slab_);
-    }
-
-  private:
-    std::size_t slab_;
-};
 
 }  // namespace
 
-std::shared_ptr<rocksdb::MemTableRepFactory> sorted_flush_memtable(std::size_t slab_bytes) {
-    return std::make_shared<SortedFlushFactory>(slab_bytes);
+SortedFlushMemTableFactory::SortedFlushMemTableFactory(std::size_t slab_bytes)
+    : pool_(std::make_shared<SlabPool>(
+          std::clamp((slab_bytes + 4095) & ~std::size_t{4095}, std::size_t{4096}, kHugePage))) {}
+
+SortedFlushMemTableFactory::~SortedFlushMemTableFactory() = default;
+
+MemTableRep* SortedFlushMemTableFactory::CreateMemTableRep(const KeyComparator& compare,
+                                                           rocksdb::Allocator* allocator,
+                                                           const rocksdb::SliceTransform*,
+                                                           rocksdb::Logger*) {
+    return new SortedFlushRep(compare, allocator, pool_);
+}
+
+void SortedFlushMemTableFactory::keep_freed_slabs(std::size_t bytes) {
+    pool_->keep(bytes);
+}
+
+std::size_t SortedFlushMemTableFactory::kept_slab_bytes() const {
+    return pool_->kept_bytes();
+}
+
+std::shared_ptr<SortedFlushMemTableFactory> sorted_flush_memtable(std::size_t slab_bytes) {
+    return std::make_shared<SortedFlushMemTableFactory>(slab_bytes);
 }
 
 }  // namespace dueq::storage

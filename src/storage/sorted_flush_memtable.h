@@ -11,7 +11,8 @@
 // arrive in index order, is not sorted at all.
 //
 // Entries are kept in this memtable's own 2 MiB slabs, advised as transparent huge
-// pages, instead of RocksDB's arena, whose fresh 4 KiB pages each fault on first write.
+// pages, instead of RocksDB's arena, whose fresh 4 KiB pages each fault on first write;
+// the factory can keep freed memtables' slabs for the next ones (keep_freed_slabs).
 //
 // An iterator over a memtable still being written sorts a copy of its keys; a point
 // lookup scans it (dueq reads these column families by iterator only, and RocksDB's
@@ -28,11 +29,35 @@
 
 namespace dueq::storage {
 
+class SlabPool;
+
+class SortedFlushMemTableFactory final : public rocksdb::MemTableRepFactory {
+  public:
+    explicit SortedFlushMemTableFactory(std::size_t slab_bytes);
+    ~SortedFlushMemTableFactory() override;
+    const char* Name() const override { return "DueqSortedFlushMemTable"; }
+    using MemTableRepFactory::CreateMemTableRep;
+    rocksdb::MemTableRep* CreateMemTableRep(const rocksdb::MemTableRep::KeyComparator& compare,
+                                            rocksdb::Allocator* allocator,
+                                            const rocksdb::SliceTransform*,
+                                            rocksdb::Logger*) override;
+
+    // From now on, slabs of freed memtables, up to `bytes` of them, are kept for the next
+    // memtables instead of going back to the system (none are at first). A slab whose
+    // pages are all in use already costs no page faults and no zeroing by the kernel. The
+    // price is that much memory held while no memtable needs it.
+    void keep_freed_slabs(std::size_t bytes);
+    std::size_t kept_slab_bytes() const;
+
+  private:
+    std::shared_ptr<SlabPool> pool_;  // shared with the memtables, which may outlive this
+};
+
 // `slab_bytes` (4 KiB to 2 MiB): the size of the slabs entries are kept in. Each counts
 // in full towards the memtable's size as soon as it is taken, as RocksDB's arena blocks
 // do, so it should be well under the write buffer size (RocksDB's blocks are an eighth
 // of it). The default suits RocksDB's default 64 MiB write buffer.
-std::shared_ptr<rocksdb::MemTableRepFactory> sorted_flush_memtable(
+std::shared_ptr<SortedFlushMemTableFactory> sorted_flush_memtable(
     std::size_t slab_bytes = std::size_t{2} << 20);
 
 }  // namespace dueq::storage

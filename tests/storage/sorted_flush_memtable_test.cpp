@@ -20,11 +20,16 @@ using Model = std::map<std::string, std::string>;
 
 namespace {
 
-std::unique_ptr<rocksdb::DB> open_rocksdb(const std::string& path, std::size_t write_buffer) {
+// With `memtables`, the factory is handed out, so that a test can see what it keeps.
+std::unique_ptr<rocksdb::DB> open_rocksdb(
+    const std::string& path, std::size_t write_buffer,
+    std::shared_ptr<storage::SortedFlushMemTableFactory>* memtables = nullptr) {
     rocksdb::Options o;
     o.create_if_missing = true;
     o.allow_concurrent_memtable_write = false;
-    o.memtable_factory = storage::sorted_flush_memtable(write_buffer / 8);
+    auto factory = storage::sorted_flush_memtable(write_buffer / 8);
+    if (memtables) *memtables = factory;
+    o.memtable_factory = factory;
     o.write_buffer_size = write_buffer;
     rocksdb::DB* db = nullptr;
     auto s = rocksdb::DB::Open(o, path, &db);
@@ -132,7 +137,12 @@ TEST_CASE("sorted-flush memtable: reads match a model before and after flushes")
     Model model;
     {
         // Small memtables: RocksDB also switches and flushes them on its own, mid-run.
-        auto db = open_rocksdb(dir.str(), 64 << 10);
+        // Freed memtables' slabs (8 KiB each) are kept, four at most, and reused by the
+        // next ones: what a reused slab held before must never show through.
+        std::shared_ptr<storage::SortedFlushMemTableFactory> memtables;
+        auto db = open_rocksdb(dir.str(), 64 << 10, &memtables);
+        memtables->keep_freed_slabs(32 << 10);
+        bool kept_some = false;
         for (int round = 0; round < 6; ++round) {
             write_random(*db, model, rng, 3000);
             REQUIRE(read_all(*db) == model);
@@ -141,7 +151,10 @@ TEST_CASE("sorted-flush memtable: reads match a model before and after flushes")
                 REQUIRE(db->Flush({}).ok());
                 REQUIRE(read_all(*db) == model);
             }
+            REQUIRE(memtables->kept_slab_bytes() <= (32u << 10));
+            kept_some = kept_some || memtables->kept_slab_bytes() > 0;
         }
+        CHECK(kept_some);
     }
     // Reopened: the WAL's tail is replayed into a new memtable of this kind.
     auto db = open_rocksdb(dir.str(), 64 << 10);
