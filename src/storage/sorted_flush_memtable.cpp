@@ -420,7 +420,6 @@ class SortedFlushRep final : public MemTableRep {
     EntrySlabs slabs_;  // declared last: destroyed first, after nothing reads an entry
 };
 
-
 }  // namespace
 
 SortedFlushMemTableFactory::SortedFlushMemTableFactory(std::size_t slab_bytes)
