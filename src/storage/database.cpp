@@ -124,7 +124,7 @@ std::string task_key(std::string_view queue, std::string_view key) {
 }
 
 namespace {
-constexpr std::size_t kKeptSlabBytes = std::size_t{32} << 20;
+constexpr std::size_t kKeptSlabBytes = std::size_t{64} << 20;
 
 rocksdb::Env* prezeroed_wal_env() {
     static const std::unique_ptr<rocksdb::Env> env =
