@@ -240,6 +240,60 @@ std::string encode_command(const Command& cmd) {
     return std::string(buf.data(), buf.size());
 }
 
+namespace {
+// Reads a msgpack unsigned integer of one byte (fixint or uint8) at `at`.
+bool peek_small_uint(std::string_view b, std::size_t& at, std::uint64_t& v) {
+    if (at >= b.size()) return false;
+    const auto c = std::uint8_t(b[at]);
+    if (c < 0x80) {
+        v = c;
+        at += 1;
+        return true;
+    }
+    if (c != 0xcc || at + 1 >= b.size()) return false;
+    v = std::uint8_t(b[at + 1]);
+    at += 2;
+    return true;
+}
+
+// Reads a str (`text`) or bin header at `at`, then its bytes.
+bool peek_string(std::string_view b, std::size_t& at, bool text, std::string_view& out) {
+    if (at >= b.size()) return false;
+    const auto c = std::uint8_t(b[at++]);
+    std::size_t width = 0, n = 0;
+    if (text && (c & 0xe0) == 0xa0)
+        n = c & 0x1f;
+    else if (c == (text ? 0xd9 : 0xc4))
+        width = 1;
+    else if (c == (text ? 0xda : 0xc5))
+        width = 2;
+    else if (c == (text ? 0xdb : 0xc6))
+        width = 4;
+    else
+        return false;
+    if (b.size() - at < width) return false;
+    for (std::size_t i = 0; i < width; ++i)
+        n = n << 8 | std::uint8_t(b[at++]);
+    if (b.size() - at < n) return false;
+    out = b.substr(at, n);
+    at += n;
+    return true;
+}
+}  // namespace
+
+std::optional<TaskName> peek_task_name(std::string_view bytes) {
+    if (bytes.empty() || (std::uint8_t(bytes[0]) & 0xf0) != 0x90) return std::nullopt;
+    std::size_t at = 1;
+    std::uint64_t format = 0, tag = 0;
+    if (!peek_small_uint(bytes, at, format) || format != kFormat) return std::nullopt;
+    if (!peek_small_uint(bytes, at, tag)) return std::nullopt;
+    if (tag != 2 && tag != 3 && !(tag >= 5 && tag <= 8) && tag != 12) return std::nullopt;
+    TaskName name;
+    if (!peek_string(bytes, at, true, name.queue) || !peek_string(bytes, at, false, name.key))
+        return std::nullopt;
+    return name;
+}
+
 std::optional<Command> decode_command(std::string_view bytes) {
     const msgpack::unpack_limit limit(/*array=*/16, /*map=*/0,
                                       /*str=*/detail::kMaxPayloadBytes,

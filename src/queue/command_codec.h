@@ -14,4 +14,12 @@ std::string encode_command(const Command& cmd);
 // nullopt if `bytes` is not a command this version understands (corrupt or newer).
 std::optional<Command> decode_command(std::string_view bytes);
 
+// The queue and key of a command that names a task (put, delete, touch, ack, release,
+// bury, merge), read without decoding it: a hint for loading memory ahead of applying
+// it, never trusted. nullopt when `bytes` do not start as such a command does.
+struct TaskName {
+    std::string_view queue, key;
+};
+std::optional<TaskName> peek_task_name(std::string_view bytes);
+
 }  // namespace dueq::queue

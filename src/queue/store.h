@@ -190,6 +190,10 @@ class Store {
     void prefault_load();
     // During a load: the record for (queue, key) comes a few records from now.
     void prefetch_load(std::string_view queue, std::string_view key) const;
+    // A command on (queue, key) is applied a few commands from now: starts loading what it
+    // reads first, in two steps some commands apart (0: where the task table looks, 1: the
+    // task there). Changes nothing, and costs a hash and a queue lookup when it misses.
+    void prefetch_apply(std::string_view queue, std::string_view key, int step) const;
     // Every task, encoded (for a snapshot of the whole store).
     void for_each_task(const std::function<void(std::string_view queue, std::string_view key,
                                                 std::string_view encoded_task)>& fn) const;

@@ -411,6 +411,15 @@ void Store::prefetch_load(std::string_view queue, std::string_view key) const {
     if (const detail::Queue* q = impl_->find_queue(queue)) impl_->table.prefetch(q->id, key);
 }
 
+void Store::prefetch_apply(std::string_view queue, std::string_view key, int step) const {
+    const detail::Queue* q = impl_->find_queue(queue);
+    if (q == nullptr) return;
+    if (step == 0)
+        impl_->table.prefetch(q->id, key);
+    else
+        impl_->table.prefetch_task(q->id, key);
+}
+
 void Store::prefault_load() {
     // 64 MiB ahead: a reader hands over about 1 MiB of records at a time, and the memory
     // faulted in but never used stays small.

@@ -70,6 +70,14 @@ class TaskTable {
     void prefetch(std::uint16_t queue_id, std::string_view key) const {
         __builtin_prefetch(&slots_[home_of(hash(queue_id, key), slots_.size())]);
     }
+    // The next step, once that slot is in cache: starts loading the task its entry points
+    // at when the entry's hash bits match (most often the task find() will return).
+    void prefetch_task(std::uint16_t queue_id, std::string_view key) const {
+        const std::uint64_t h = hash(queue_id, key);
+        const std::uint64_t v = slots_[home_of(h, slots_.size())];
+        if (v != 0 && v != kMoved && (v & ~kPointerBits) == h << kTagShift)
+            __builtin_prefetch(task_of(v));
+    }
     // `t` must not be present yet (by its queue id and key).
     void insert(Task* t);
     // Replaces the entry that points at `old_task` by `new_task` (same queue id and key).

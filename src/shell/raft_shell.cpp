@@ -253,7 +253,21 @@ bool RaftShell::apply_entries(const std::vector<raft::Entry>& entries) {
         return false;
     }
     bool wrote = false;
-    for (const auto& e : entries) {
+    // A put or an ack of a random key waits on memory twice, for the task table's slot
+    // and for the task (8% of a three-node put run's CPU): both are asked for some
+    // entries ahead, so that they are in cache by the time the entry is applied.
+    constexpr std::size_t kSlotAhead = 8, kTaskAhead = 4;
+    auto prefetch = [&](std::size_t i, int step) {
+        if (i >= entries.size() || entries[i].type != raft::EntryType::normal) return;
+        if (auto name = queue::peek_task_name(entries[i].data))
+            store_->prefetch_apply(name->queue, name->key, step);
+    };
+    for (std::size_t i = 0; i < std::min(kSlotAhead, entries.size()); ++i)
+        prefetch(i, 0);
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+        const auto& e = entries[i];
+        prefetch(i + kSlotAhead, 0);
+        prefetch(i + kTaskAhead, 1);
         // Applied already: while the write was in flight, or by the planted defect above.
         if (e.index <= applied_.index) continue;
         apply_entry(e);

@@ -214,3 +214,52 @@ TEST_CASE("every single-byte corruption of a command is decoded or refused, neve
         }
     }
 }
+
+TEST_CASE("peek_task_name reads a command's queue and key, and nothing from other bytes",
+          "[queue][codec]") {
+    // Queue names and keys across msgpack's length widths: fixstr, str8, str16 and the
+    // matching bin widths.
+    for (const std::string& queue : {std::string("q"), std::string(40, 'q'), std::string(300, 'q')})
+        for (const std::string& key : {kBinary, std::string(300, 'k'), std::string(70000, 'k')}) {
+            const std::vector<Command> named{
+                Put{queue, key, "\x01", 5, PutMode::upsert},
+                Delete{queue, key},
+                Touch{queue, key, 3, 100},
+                Ack{queue, key, 3, std::string("\x02"), 9},
+                Release{queue, key, 3, 10},
+                Bury{queue, key, 3},
+                Merge{queue, key, std::nullopt, 1, 0, 2},
+            };
+            for (const auto& c : named) {
+                INFO("tag " << c.index() << ", queue " << queue.size() << ", key " << key.size());
+                const std::string bytes = encode_command(c);
+                const auto name = peek_task_name(bytes);
+                REQUIRE(name);
+                CHECK(name->queue == queue);
+                CHECK(name->key == key);
+            }
+        }
+    // Commands that name no task.
+    CHECK_FALSE(peek_task_name(encode_command(Declare{"q"})));
+    CHECK_FALSE(peek_task_name(encode_command(Take{"q", 1, 100, 0, false})));
+    CHECK_FALSE(peek_task_name(encode_command(Kick{"q", 1})));
+    CHECK_FALSE(peek_task_name(encode_command(Advance{})));
+    // Every cut of a command: no name until the key is whole, then the whole names.
+    const std::string put = encode_command(Put{"queue", std::string(300, 'k'), "\x01", 5});
+    const std::size_t key_end = put.find(std::string(300, 'k')) + 300;
+    for (std::size_t n = 0; n < put.size(); ++n) {
+        INFO("cut at " << n);
+        const std::string cut = put.substr(0, n);
+        const auto name = peek_task_name(cut);
+        REQUIRE(bool(name) == (n >= key_end));
+        if (name) CHECK((name->queue == "queue" && name->key == std::string(300, 'k')));
+    }
+    // Every single-byte corruption: never reads past the end.
+    for (std::size_t i = 0; i < put.size(); ++i)
+        for (int v : {0x00, 0x7f, 0x80, 0xa0, 0xbf, 0xc4, 0xc6, 0xcc, 0xd9, 0xdb, 0xff}) {
+            std::string c = put;
+            c[i] = char(v);
+            const auto name = peek_task_name(c);
+            if (name) CHECK(name->key.data() + name->key.size() <= c.data() + c.size());
+        }
+}
