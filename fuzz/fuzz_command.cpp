@@ -7,10 +7,33 @@
 #include "fuzz/fuzz_support.h"
 #include "queue/command_codec.h"
 
+//
+// queue::peek_task_name reads the same bytes ahead of decoding them (a hint for loading
+// memory): it must never read outside them, and a name it gives for bytes that decode to
+// a command naming a task must be that command's.
+namespace {
+template <class C>
+concept NamesTask = requires(const C& c) {
+    c.queue;
+    c.key;
+};
+}  // namespace
+
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     using namespace dueq;
-    auto cmd = queue::decode_command(fuzz::as_view(data, size));
+    const auto bytes = fuzz::as_view(data, size);
+    const auto name = queue::peek_task_name(bytes);
+    auto cmd = queue::decode_command(bytes);
     if (!cmd) return 0;
+    if (name)
+        std::visit(
+            [&](const auto& c) {
+                if constexpr (NamesTask<std::decay_t<decltype(c)>>) {
+                    FUZZ_CHECK(c.queue == name->queue);
+                    FUZZ_CHECK(c.key == name->key);
+                }
+            },
+            *cmd);
     // msgpack-c's packer converts a double of exactly 2^64 to uint64_t (undefined
     // behaviour inside msgpack-c). Only a forged entry carries one, apply refuses it
     // (late_share must be within 0..1) and a node never re-encodes a decoded command.
