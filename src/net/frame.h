@@ -24,7 +24,11 @@ struct FrameBuffer {
 
 class FrameBuilder {
   public:
-    FrameBuilder() : pk_(buf_) { buf_.bytes.assign(4, '\0'); }
+    // Most answers fit in 64 bytes: one allocation, not the string's growth through it.
+    FrameBuilder() : pk_(buf_) {
+        buf_.bytes.reserve(64);
+        buf_.bytes.assign(4, '\0');
+    }
 
     msgpack::packer<FrameBuffer>& pk() { return pk_; }
     void key(std::string_view k) {

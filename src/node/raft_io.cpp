@@ -16,13 +16,12 @@ constexpr char kMergeKind = 'M';  // then a msgpack array of encoded Merge comma
 constexpr std::uint32_t kMaxMergesPerFrame = 4096;
 
 std::string encode_merges(const std::vector<queue::Merge>& merges) {
-    msgpack::sbuffer buf;
-    queue::detail::Packer p(buf);
+    std::string out(1, kMergeKind);
+    StringSink sink{out};
+    queue::detail::Packer p(sink);
     p.pack_array(std::uint32_t(merges.size()));
     for (const auto& m : merges)
         queue::detail::pack_bytes(p, queue::encode_command(m));
-    std::string out(1, kMergeKind);
-    out.append(buf.data(), buf.size());
     return out;
 }
 

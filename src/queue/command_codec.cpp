@@ -226,18 +226,27 @@ std::optional<Command> decode_alternative(std::uint64_t tag, const msgpack::obje
 }  // namespace
 
 std::string encode_command(const Command& cmd) {
-    msgpack::sbuffer buf;
-    Packer p(buf);
+    std::string out;
+    StringSink sink{out};
+    Packer p(sink);
     std::visit(
-        [&p](const auto& c) {
+        [&p, &out](const auto& c) {
             using T = std::decay_t<decltype(c)>;
+            // Room for all of it at once: the fixed fields and headers fit in 64 bytes.
+            std::size_t size = 64;
+            if constexpr (requires { c.queue.size(); }) size += c.queue.size();
+            if constexpr (requires { c.key.size(); }) size += c.key.size();
+            if constexpr (requires { c.payload.size(); }) size += c.payload.size();
+            if constexpr (requires { c.payload->size(); }) size += c.payload ? c.payload->size() : 0;
+            if constexpr (requires { c.task->size(); }) size += c.task ? c.task->size() : 0;
+            out.reserve(size);
             p.pack_array(2 + field_count(tag_of<T>()));
             p.pack(kFormat);
             p.pack(tag_of<T>());
             pack_fields(p, c);
         },
         cmd);
-    return std::string(buf.data(), buf.size());
+    return out;
 }
 
 namespace {

@@ -10,9 +10,11 @@
 #include <string>
 #include <string_view>
 
+#include "common/string_sink.h"
+
 namespace dueq::queue::detail {
 
-using Packer = msgpack::packer<msgpack::sbuffer>;
+using Packer = msgpack::packer<StringSink>;
 
 inline void pack_bytes(Packer& p, std::string_view b) {
     p.pack_bin(static_cast<std::uint32_t>(b.size()));

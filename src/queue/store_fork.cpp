@@ -20,8 +20,9 @@ constexpr std::uint64_t kOverlayFormat = 1;
 }  // namespace
 
 std::string encode_overlay_record(const OverlayRecord& r) {
-    msgpack::sbuffer buf;
-    detail::Packer p(buf);
+    std::string out;
+    StringSink sink{out};
+    detail::Packer p(sink);
     p.pack_array(4);
     p.pack(kOverlayFormat);
     if (r.task) {
@@ -31,7 +32,7 @@ std::string encode_overlay_record(const OverlayRecord& r) {
     }
     p.pack(r.hlc);
     p.pack(r.base_hlc);
-    return std::string(buf.data(), buf.size());
+    return out;
 }
 
 std::optional<OverlayRecord> decode_overlay_record(std::string_view bytes) {

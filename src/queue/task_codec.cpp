@@ -129,8 +129,10 @@ bool decode_queue(const msgpack::object& o, DecodedQueue* q) {
 }  // namespace
 
 std::string detail::StoreState::encode_task(const Task& t) const {
-    msgpack::sbuffer buf(64 + t.payload_len);
-    detail::Packer p(buf);
+    std::string out;
+    out.reserve(64 + t.payload_len);
+    StringSink sink{out};
+    detail::Packer p(sink);
     const detail::LeaseRec* rec = t.state() == State::taken ? lease_of(&t) : nullptr;
     p.pack_array(rec ? 11 : 8);
     p.pack(kTaskFormat);
@@ -146,17 +148,18 @@ std::string detail::StoreState::encode_task(const Task& t) const {
         p.pack(rec->owner);
         p.pack(rec->release_on_disconnect);
     }
-    return std::string(buf.data(), buf.size());
+    return out;
 }
 
 std::string detail::StoreState::encode_tombstone(const Tombstone& t) {
-    msgpack::sbuffer buf;
-    detail::Packer p(buf);
+    std::string out;
+    StringSink sink{out};
+    detail::Packer p(sink);
     p.pack_array(3);
     p.pack(kTombstoneFormat);
     p.pack(t.hlc);
     p.pack(t.until);
-    return std::string(buf.data(), buf.size());
+    return out;
 }
 
 bool detail::StoreState::load_task(std::string_view queue, std::string_view key,
@@ -286,8 +289,9 @@ void detail::StoreState::link_unlinked() {
 std::string detail::StoreState::encode_meta() const {
     // While forked, the committed state's values: a fork's are never written as applied
     // state (its lease ids, for one, are from the autonomous space).
-    msgpack::sbuffer buf;
-    detail::Packer p(buf);
+    std::string out;
+    StringSink sink{out};
+    detail::Packer p(sink);
     p.pack_array(5);
     p.pack(kMetaFormat);
     p.pack(fork ? fork->now : now);
@@ -305,7 +309,7 @@ std::string detail::StoreState::encode_meta() const {
     p.pack_array(6);  // the declared defaults (older metas end before them)
     pack_declared(p, declared_defaults);
     detail::pack_optional(p, declared_defaults.autonomous);
-    return std::string(buf.data(), buf.size());
+    return out;
 }
 
 bool detail::StoreState::load_meta(std::string_view encoded) {

@@ -16,6 +16,7 @@ Result<std::vector<Entry>> MemoryStorage::entries(Index lo, Index hi,
     if (lo < first_index()) return Error::compacted;
     if (hi > last_index() + 1 || lo > hi) return Error::unavailable;
     std::vector<Entry> out;
+    out.reserve(std::min<Index>(hi - lo, 1024));  // as RaftLog::slice does
     std::uint64_t bytes = 0;
     Index offset = entries_[0].index;
     for (Index i = lo; i < hi; ++i) {

@@ -137,7 +137,11 @@ Result<std::vector<Entry>> RaftLog::slice(Index lo, Index hi, std::uint64_t max_
             bytes += entry_cost(e);
         if (out.size() < split - lo) return out;  // hit max_bytes
     }
-    for (Index i = std::max(lo, offset_); i < hi; ++i) {
+    // Grown one push at a time, the array's last reallocations were large enough for
+    // glibc to merge its freed small chunks first, on every append sent.
+    const Index from = std::max(lo, offset_);
+    if (from < hi) out.reserve(out.size() + std::min<Index>(hi - from, 1024));
+    for (Index i = from; i < hi; ++i) {
         const Entry& e = unstable_[i - offset_];
         bytes += entry_cost(e);
         if (!out.empty() && bytes > max_bytes) break;
