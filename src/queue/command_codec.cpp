@@ -237,7 +237,8 @@ std::string encode_command(const Command& cmd) {
             if constexpr (requires { c.queue.size(); }) size += c.queue.size();
             if constexpr (requires { c.key.size(); }) size += c.key.size();
             if constexpr (requires { c.payload.size(); }) size += c.payload.size();
-            if constexpr (requires { c.payload->size(); }) size += c.payload ? c.payload->size() : 0;
+            if constexpr (requires { c.payload->size(); })
+                size += c.payload ? c.payload->size() : 0;
             if constexpr (requires { c.task->size(); }) size += c.task ? c.task->size() : 0;
             out.reserve(size);
             p.pack_array(2 + field_count(tag_of<T>()));

@@ -139,8 +139,8 @@ Result<Message> decode_message(std::string_view bytes, const DecodeLimits& limit
         std::size_t offset = 0;
         bool referenced = false;
         auto refer = [](msgpack::type::object_type, std::size_t, void*) { return true; };
-        root = msgpack::unpack(zone, bytes.data(), bytes.size(), offset, referenced, refer,
-                               nullptr, limit);
+        root = msgpack::unpack(zone, bytes.data(), bytes.size(), offset, referenced, refer, nullptr,
+                               limit);
         if (offset != bytes.size()) return Error::invalid;  // trailing bytes
     } catch (const std::exception&) {
         return Error::invalid;  // malformed, truncated or over a limit
