@@ -173,8 +173,8 @@ std::unique_ptr<Database> Database::open(const std::string& path, bool sync, Sta
     // While writes flow, a memtable fills as the one before it is flushed and freed: its
     // slabs, kept, serve the next one. One write buffer's worth (RocksDB's default
     // 64 MiB) per column family: then, once the first memtables have filled, no slab is
-    // fresh; half as much left about half of them fresh. Not before now, so that what a
-    // restart replayed is given back.
+    // fresh (counted in a three-node put run); less leaves part of each memtable fresh.
+    // Not before now, so that what a restart replayed is given back.
     for (auto& m : memtables)
         m->keep_freed_slabs(kKeptSlabBytes);
     // Find the log's extent once; afterwards the writer keeps it.
