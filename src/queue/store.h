@@ -191,9 +191,12 @@ class Store {
     // During a load: the record for (queue, key) comes a few records from now.
     void prefetch_load(std::string_view queue, std::string_view key) const;
     // A command on (queue, key) is applied a few commands from now: starts loading what it
-    // reads first, in two steps some commands apart (0: where the task table looks, 1: the
-    // task there). Changes nothing, and costs a hash and a queue lookup when it misses.
-    void prefetch_apply(std::string_view queue, std::string_view key, int step) const;
+    // reads first, in two steps some commands apart. This one asks for where the task
+    // table looks and returns a ticket for the second, prefetch_apply_task (nullopt when
+    // the queue is unknown). Neither changes anything.
+    std::optional<std::uint64_t> prefetch_apply(std::string_view queue, std::string_view key) const;
+    // Once that has arrived: asks for the task there.
+    void prefetch_apply_task(std::uint64_t ticket) const;
     // Every task, encoded (for a snapshot of the whole store).
     void for_each_task(const std::function<void(std::string_view queue, std::string_view key,
                                                 std::string_view encoded_task)>& fn) const;

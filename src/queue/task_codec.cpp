@@ -412,16 +412,18 @@ void Store::end_load() {
 }
 
 void Store::prefetch_load(std::string_view queue, std::string_view key) const {
-    if (const detail::Queue* q = impl_->find_queue(queue)) impl_->table.prefetch(q->id, key);
+    prefetch_apply(queue, key);  // the slot is what a load's insert reads first, too
 }
 
-void Store::prefetch_apply(std::string_view queue, std::string_view key, int step) const {
+std::optional<std::uint64_t> Store::prefetch_apply(std::string_view queue,
+                                                   std::string_view key) const {
     const detail::Queue* q = impl_->find_queue(queue);
-    if (q == nullptr) return;
-    if (step == 0)
-        impl_->table.prefetch(q->id, key);
-    else
-        impl_->table.prefetch_task(q->id, key);
+    if (q == nullptr) return std::nullopt;
+    return impl_->table.prefetch(q->id, key);
+}
+
+void Store::prefetch_apply_task(std::uint64_t ticket) const {
+    impl_->table.prefetch_task(ticket);
 }
 
 void Store::prefault_load() {

@@ -67,13 +67,15 @@ class TaskTable {
     Task* find(std::uint16_t queue_id, std::string_view key) const;
     // Starts loading the slot where find(queue_id, key) will look first: a bulk load that
     // asks a few keys ahead finds each slot in cache instead of waiting on memory.
-    void prefetch(std::uint16_t queue_id, std::string_view key) const {
-        __builtin_prefetch(&slots_[home_of(hash(queue_id, key), slots_.size())]);
+    // Returns the key's hash, for prefetch_task.
+    std::uint64_t prefetch(std::uint16_t queue_id, std::string_view key) const {
+        const std::uint64_t h = hash(queue_id, key);
+        __builtin_prefetch(&slots_[home_of(h, slots_.size())]);
+        return h;
     }
     // The next step, once that slot is in cache: starts loading the task its entry points
     // at when the entry's hash bits match (most often the task find() will return).
-    void prefetch_task(std::uint16_t queue_id, std::string_view key) const {
-        const std::uint64_t h = hash(queue_id, key);
+    void prefetch_task(std::uint64_t h) const {
         const std::uint64_t v = slots_[home_of(h, slots_.size())];
         if (v != 0 && v != kMoved && (v & ~kPointerBits) == h << kTagShift)
             __builtin_prefetch(task_of(v));

@@ -83,13 +83,12 @@ struct SortItem {
     static constexpr std::uint8_t kLong = 9;
 
     SortItem(const char* e, std::size_t shared) : entry(e) {
-        const Slice internal = rocksdb::GetLengthPrefixedSlice(e);
-        const Slice user(internal.data(), internal.size() - 8);
+        const Slice user = user_key(e);
         word = order_word(user, shared);
         rest = std::uint8_t(std::min<std::size_t>(user.size() - shared, kLong));
-        std::uint64_t packed = 0;  // RocksDB stores it little-endian
+        std::uint64_t packed = 0;  // the 8 bytes after the user key, little-endian
         for (int i = 7; i >= 0; --i)
-            packed = packed << 8 | std::uint8_t(internal[user.size() + std::size_t(i)]);
+            packed = packed << 8 | std::uint8_t(user.data()[user.size() + std::size_t(i)]);
         rank = ~packed;
     }
 };
