@@ -5,11 +5,14 @@
 #include <array>
 #include <chrono>
 #include <cstdlib>
+#include <deque>
 #include <map>
+#include <mutex>
 
 #include <rocksdb/convenience.h>
 #include <rocksdb/db.h>
 #include <rocksdb/env.h>
+#include <rocksdb/listener.h>
 #include <rocksdb/options.h>
 #include <rocksdb/write_batch.h>
 
@@ -125,6 +128,50 @@ std::string task_key(std::string_view queue, std::string_view key) {
 
 namespace {
 constexpr std::size_t kKeptSlabBytes = std::size_t{64} << 20;
+}  // namespace
+
+// The applied state (task records, meta/applied, meta/store) is written without
+// RocksDB's WAL: the Raft log already holds every entry it was made from. It is durable
+// once RocksDB has flushed it to files, and a restart replays the log from there. This
+// listener learns, from each flush of `meta`, up to which applied index that is.
+class FlushedApplied final : public rocksdb::EventListener {
+  public:
+    explicit FlushedApplied(std::uint64_t durable) : durable_(durable) {}
+    const char* Name() const override { return "DueqFlushedApplied"; }
+
+    // An applied state up to `index` was written; the write's last sequence number is `seq`.
+    void written(rocksdb::SequenceNumber seq, std::uint64_t index) {
+        std::lock_guard lock(mu_);
+        unflushed_.emplace_back(seq, index);
+    }
+    // A snapshot was installed through the WAL: it is durable as it is.
+    void installed(std::uint64_t index) {
+        std::lock_guard lock(mu_);
+        unflushed_.clear();
+        durable_ = std::max(durable_, index);
+    }
+    std::uint64_t durable() const {
+        std::lock_guard lock(mu_);
+        return durable_;
+    }
+
+    void OnFlushCompleted(rocksdb::DB*, const rocksdb::FlushJobInfo& info) override {
+        // meta/applied lives in `meta`; atomic flush puts `tasks` in files at the same cut.
+        if (info.cf_name != kCfNames[kMeta]) return;
+        std::lock_guard lock(mu_);
+        while (!unflushed_.empty() && unflushed_.front().first <= info.largest_seqno) {
+            durable_ = std::max(durable_, unflushed_.front().second);
+            unflushed_.pop_front();
+        }
+    }
+
+  private:
+    mutable std::mutex mu_;
+    std::deque<std::pair<rocksdb::SequenceNumber, std::uint64_t>> unflushed_;
+    std::uint64_t durable_;
+};
+
+namespace {
 
 rocksdb::Env* prezeroed_wal_env() {
     static const std::unique_ptr<rocksdb::Env> env =
@@ -153,6 +200,10 @@ std::unique_ptr<Database> Database::open(const std::string& path, bool sync, Sta
     // memtables fill: past this much WAL, RocksDB flushes them, so a restart after a kill
     // replays at most about this much.
     opts.max_total_wal_size = 256ull << 20;
+    // Every flush cuts all column families at one point, so that the applied state in
+    // files (written without the WAL) is the state at one applied index: `tasks` and
+    // meta/applied never come from two different moments.
+    opts.atomic_flush = true;
     std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
     std::vector<std::shared_ptr<SortedFlushMemTableFactory>> memtables;
     for (const char* name : kCfNames) {
@@ -165,6 +216,8 @@ std::unique_ptr<Database> Database::open(const std::string& path, bool sync, Sta
     }
     std::unique_ptr<Database> d(new Database());
     d->sync_ = sync;
+    d->flushed_applied_ = std::make_shared<FlushedApplied>(0);
+    opts.listeners.push_back(d->flushed_applied_);
     auto s = rocksdb::DB::Open(rocksdb::DBOptions(opts), path, cfs, &d->handles_, &d->db_);
     if (!s.ok()) {
         status = Status::error("cannot open RocksDB at " + path + ": " + s.ToString());
@@ -177,6 +230,14 @@ std::unique_ptr<Database> Database::open(const std::string& path, bool sync, Sta
     // Not before now, so that what a restart replayed is given back.
     for (auto& m : memtables)
         m->keep_freed_slabs(kKeptSlabBytes);
+    {
+        // Whatever meta/applied holds now is in files or in the WAL: durable.
+        std::string value;
+        std::uint64_t applied = 0;
+        if (d->db_->Get({}, d->handles_[kMeta], slice(kAppliedKey), &value).ok())
+            if (auto b = unseal(value, kAppliedKey); b && b->size() == 16) applied = get_be64(*b);
+        d->flushed_applied_->installed(applied);
+    }
     // Find the log's extent once; afterwards the writer keeps it.
     std::unique_ptr<rocksdb::Iterator> it(d->db_->NewIterator({}, d->handles_[kLog]));
     it->SeekToLast();
@@ -194,6 +255,8 @@ Status Database::flush() {
     now.allow_write_stall = true;
     auto s = db_->Flush(now, handles_);
     if (!s.ok()) return Status::error("RocksDB flush failed: " + s.ToString());
+    // Everything written is in files now, whether or not the listener has heard yet.
+    flushed_applied_->installed(last_applied_written_);
     return Status{};
 }
 
@@ -327,8 +390,9 @@ Status Database::write(const std::vector<LogWrite>& logs, const std::vector<Appl
                        const std::vector<OverlayWrite>& overlay, Written* written) {
     // A batch far beyond the usual (a large applied state) does not keep its memory.
     constexpr std::size_t kKeptBatchBytes = 16 << 20;
-    if (!batch_ || batch_->GetDataSize() > kKeptBatchBytes)
-        batch_ = std::make_unique<rocksdb::WriteBatch>();
+    for (auto* b : {&batch_, &applied_batch_})
+        if (!*b || (*b)->GetDataSize() > kKeptBatchBytes)
+            *b = std::make_unique<rocksdb::WriteBatch>();
     rocksdb::WriteBatch& batch = *batch_;
     batch.Clear();
     bool sync = false;
@@ -354,28 +418,31 @@ Status Database::write(const std::vector<LogWrite>& logs, const std::vector<Appl
                       seal(encode_meta3(hs.term, hs.vote, hs.commit), kHardStateKey));
         }
     }
+    // The applied state goes in a batch of its own, without the WAL (FlushedApplied).
+    rocksdb::WriteBatch& states = *applied_batch_;
+    states.Clear();
+    std::uint64_t applied_index = 0;
     std::string body;
     for (const auto& a : applied) {
         for (const auto& c : a.changes) {
             const std::string k = task_key(c.queue, c.key);
             if (c.encoded)
-                put_sealed(batch, handles_[kTasks], k, {}, *c.encoded);
+                put_sealed(states, handles_[kTasks], k, {}, *c.encoded);
             else
-                batch.Delete(handles_[kTasks], k);
+                states.Delete(handles_[kTasks], k);
         }
         body.clear();
         put_be64(body, a.applied_index);
         put_be64(body, std::uint64_t(a.applied_time));
-        batch.Put(handles_[kMeta], slice(kAppliedKey), seal(body, kAppliedKey));
-        batch.Put(handles_[kMeta], slice(kStoreMetaKey), seal(a.store_meta, kStoreMetaKey));
-        if (a.trim.index >= first_log_index_ && a.trim.index <= last_log_index_) {
-            batch.DeleteRange(handles_[kLog], index_key(first_log_index_),
-                              index_key(a.trim.index + 1));
-            batch.Put(handles_[kMeta], slice(kLogBaseKey),
-                      seal(encode_meta3(a.trim.index, a.trim.term, a.trim.time), kLogBaseKey));
-            first_log_index_ = a.trim.index + 1;
+        states.Put(handles_[kMeta], slice(kAppliedKey), seal(body, kAppliedKey));
+        states.Put(handles_[kMeta], slice(kStoreMetaKey), seal(a.store_meta, kStoreMetaKey));
+        applied_index = a.applied_index;
+        if (a.trim.index > 0) {
+            if (trims_.size() == kMaxPendingTrims) trims_.pop_front();
+            trims_.push_back(a.trim);
         }
     }
+    trim_log(batch);
     for (const auto& o : overlay) {
         sync = sync || o.sync;
         for (const auto& c : o.changes) {
@@ -388,10 +455,40 @@ Status Database::write(const std::vector<LogWrite>& logs, const std::vector<Appl
     }
     rocksdb::WriteOptions wo;
     wo.sync = sync_ && sync;
-    auto s = db_->Write(wo, &batch);
-    if (!s.ok()) return Status::error("RocksDB write failed: " + s.ToString());
-    if (written) *written = {batch.GetDataSize(), wo.sync};
+    if (batch.Count() > 0 || wo.sync) {
+        auto s = db_->Write(wo, &batch);
+        if (!s.ok()) return Status::error("RocksDB write failed: " + s.ToString());
+    }
+    if (states.Count() > 0) {
+        rocksdb::WriteOptions unlogged;
+        unlogged.disableWAL = true;
+        auto s = db_->Write(unlogged, &states);
+        if (!s.ok()) return Status::error("RocksDB write failed: " + s.ToString());
+        flushed_applied_->written(db_->GetLatestSequenceNumber(), applied_index);
+        last_applied_written_ = applied_index;
+    }
+    if (written) *written = {batch.GetDataSize() + states.GetDataSize(), wo.sync};
     return Status{};
+}
+
+// A restart replays the log from the applied state in files, so the log is trimmed only
+// up to it: the newest trim asked for at or below it is done, later ones wait.
+void Database::trim_log(rocksdb::WriteBatch& batch) {
+    const std::uint64_t durable = flushed_applied_->durable();
+    std::optional<raft::SnapshotMeta> trim;
+    for (auto it = trims_.begin(); it != trims_.end();) {
+        if (it->index > durable) {
+            ++it;
+            continue;
+        }
+        if (!trim || it->index > trim->index) trim = *it;
+        it = trims_.erase(it);
+    }
+    if (!trim || trim->index < first_log_index_ || trim->index > last_log_index_) return;
+    batch.DeleteRange(handles_[kLog], index_key(first_log_index_), index_key(trim->index + 1));
+    batch.Put(handles_[kMeta], slice(kLogBaseKey),
+              seal(encode_meta3(trim->index, trim->term, trim->time), kLogBaseKey));
+    first_log_index_ = trim->index + 1;
 }
 
 Status Database::install(const SnapshotInstall& snap) {
@@ -417,6 +514,9 @@ Status Database::install(const SnapshotInstall& snap) {
     if (!s.ok()) return Status::error("RocksDB write failed: " + s.ToString());
     first_log_index_ = m.index + 1;
     last_log_index_ = m.index;
+    trims_.clear();
+    flushed_applied_->installed(m.index);
+    last_applied_written_ = m.index;
     return Status{};
 }
 

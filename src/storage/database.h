@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -48,6 +49,7 @@ struct Status {
 };
 
 class Database;
+class FlushedApplied;
 
 // A consistent view of the applied state at one index. Releasing the last reference
 // releases the RocksDB snapshot. The Database must outlive every Checkpoint and Reader.
@@ -102,10 +104,13 @@ class Database {
     // About how many bytes the task records take uncompressed (for a load to plan by).
     std::uint64_t raw_task_bytes() const;
 
-    // Writes log writes, applied states and overlay writes, in the order given, as one
-    // batch; synced if any log or overlay write asks for it and the sync policy says so
-    // (group commit).
-    // `written`, if given, gets the batch's size and whether it was synced.
+    // Writes log writes and overlay writes as one batch, synced if any of them asks for
+    // it and the sync policy says so (group commit); then the applied states as a second
+    // batch, without RocksDB's WAL. The applied state is durable once RocksDB flushes it
+    // to files (a restart replays the log from the last one there), so a trim of the log
+    // waits until the applied state it came with is in files; it is then done with a
+    // later write.
+    // `written`, if given, gets the batches' size and whether they were synced.
     struct Written {
         std::uint64_t bytes = 0;
         bool synced = false;
@@ -119,8 +124,8 @@ class Database {
 
     bool syncs() const { return sync_; }
     // A clean stop's last write: RocksDB's memtables go to files, so that the next start
-    // has no WAL to replay (about 0.8 s for the 256 MiB it may hold). Only once the
-    // storage thread has stopped.
+    // has no WAL to replay (about 0.8 s for the 256 MiB it may hold) and no log to apply
+    // again. Only once the storage thread has stopped (or in a test, between writes).
     Status flush();
     // Stops RocksDB's flushes and compactions and waits for the running ones to end (the
     // power-cut harness: nothing may read the files while they go back to what was synced).
@@ -133,9 +138,18 @@ class Database {
     std::vector<rocksdb::ColumnFamilyHandle*> handles_;  // default, log, meta, tasks, overlay
     bool sync_ = true;
     std::uint64_t last_log_index_ = 0, first_log_index_ = 1;
-    // write()'s batch, kept between writes: its buffer has grown to a usual batch's size
-    // once, instead of growing (and copying what it holds) while every batch is built.
-    std::unique_ptr<rocksdb::WriteBatch> batch_;
+    // write()'s batches (the logged one, the applied state's), kept between writes: their
+    // buffers have grown to a usual batch's size once, instead of growing (and copying
+    // what they hold) while every batch is built.
+    std::unique_ptr<rocksdb::WriteBatch> batch_, applied_batch_;
+    // Up to which applied index the applied state is in RocksDB's files (database.cpp).
+    std::shared_ptr<FlushedApplied> flushed_applied_;
+    // Log trims asked for beyond it, oldest first; a trim is superseded by the next, so
+    // dropping the oldest when there are too many only trims later.
+    static constexpr std::size_t kMaxPendingTrims = 64;
+    std::deque<raft::SnapshotMeta> trims_;
+    std::uint64_t last_applied_written_ = 0;
+    void trim_log(rocksdb::WriteBatch& batch);
 };
 
 // Record encoding, exposed for tests: CRC-32C (4 bytes, big-endian) + body. The CRC

@@ -14,7 +14,8 @@ using storage::AppliedState;
 namespace {
 
 // Log 1..last written in two synced writes, a hard state, and the applied state at
-// `applied` (0: none) with the log trimmed through `trim` (0: none).
+// `applied` (0: none) with the log trimmed through `trim` (0: none). A trim waits for the
+// applied state to be in files: the applied state is flushed, then written again with it.
 void build(const std::string& path, std::uint64_t last, std::uint64_t applied,
            std::uint64_t trim = 0) {
     auto db = open_db(path, true);
@@ -25,8 +26,12 @@ void build(const std::string& path, std::uint64_t last, std::uint64_t applied,
     REQUIRE(db->write({w}, {}).ok);
     if (applied > 0) {
         AppliedState s = apply_records(store, 1, applied);
-        if (trim) s.trim = meta_of(trim);
         REQUIRE(db->write({}, {s}).ok);
+        if (trim) {
+            REQUIRE(db->flush().ok);
+            s.trim = meta_of(trim);
+            REQUIRE(db->write({}, {s}).ok);
+        }
     }
 }
 

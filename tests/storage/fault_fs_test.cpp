@@ -33,9 +33,11 @@ raft::HardState hard_state_at(std::uint64_t i) {
 }
 
 // Writes log 1..n one synced write at a time (as a busy node would), each with a hard
-// state, with an unsynced applied state that trims the log after every tenth entry,
-// then crashes and writes more.
-void write_then_crash(const std::string& path, FaultEnv& env, bool sync, std::uint64_t n) {
+// state, with an applied state that asks to trim the log after every tenth entry, then
+// crashes and writes more. The applied state is flushed to files once, after entry
+// `flushed_at`; only trims up to it are done.
+void write_then_crash(const std::string& path, FaultEnv& env, bool sync, std::uint64_t n,
+                      std::uint64_t flushed_at) {
     auto db = open_db(path, sync, env.get());
     queue::Store store;
     std::uint64_t applied = 0;
@@ -49,8 +51,10 @@ void write_then_crash(const std::string& path, FaultEnv& env, bool sync, std::ui
             REQUIRE(db->write({}, {a}).ok);
             applied = i;
         }
+        if (i == flushed_at) REQUIRE(db->flush().ok);
     }
-    // Applied states and commit moves are never synced on their own; these are lost.
+    // Applied states are not in the WAL and commit moves are never synced on their own:
+    // these are lost.
     REQUIRE(db->write({}, {apply_records(store, applied + 1, n)}).ok);
     storage::LogWrite commit;
     commit.hard_state = raft::HardState{term_of(n), 1, n};
@@ -69,7 +73,8 @@ TEST_CASE("power cut with sync: every log write and hard state whose write retur
     TempDir dir("fault-sync");
     auto env = make_fault_env();
     constexpr std::uint64_t n = 200;
-    write_then_crash(dir.str(), env, true, n);
+    constexpr std::uint64_t flushed_at = 105;  // an applied state was written at 105
+    write_then_crash(dir.str(), env, true, n, flushed_at);
     auto dropped = env.fs->drop_unsynced();
     INFO("dropped " << dropped.bytes_dropped << " bytes in " << dropped.files_truncated
                     << " files, deleted " << dropped.files_deleted << " files");
@@ -78,11 +83,13 @@ TEST_CASE("power cut with sync: every log write and hard state whose write retur
     const auto got = reopen_and_load(dir.str());
     CHECK(got.last_index() == n);  // all synced entries, none written after the cut
     CHECK(got.loaded.hard_state == hard_state_at(n));  // the unsynced commit move is lost
-    CHECK(got.loaded.applied_index == n - 5);  // the unsynced applied state was lost ...
-    CHECK(got.tasks == n - 5);
-    CHECK(got.loaded.base == meta_of(n - 8));  // ... with the trim that came before it
-    // ... and the log still has what it covered, exactly.
-    CHECK(got.loaded.entries == entries(n - 7, n));
+    // The applied state after the flush was lost ...
+    CHECK(got.loaded.applied_index == flushed_at);
+    CHECK(got.tasks == flushed_at);
+    // ... and the log was trimmed only up to the flushed one (the trim asked for with it),
+    CHECK(got.loaded.base == meta_of(flushed_at - 3));
+    // so that it still has everything after, exactly: a restart replays it.
+    CHECK(got.loaded.entries == entries(flushed_at - 2, n));
 }
 
 TEST_CASE("power cut without sync: unsynced log writes are lost (the harness drops data)") {

@@ -131,6 +131,9 @@ TEST_CASE("AppliedState::trim deletes the log through it and becomes the log's b
         AppliedState s = apply_records(reference, 1, 8);
         s.trim = meta_of(6);
         REQUIRE(db->write({}, {s}).ok);
+        // The trim waits for the applied state to be in files; the next write does it.
+        REQUIRE(db->flush().ok);
+        REQUIRE(db->write({}, {}).ok);
         // A later trim continues from where the last one ended.
         AppliedState s2 = apply_records(reference, 9, 9);
         s2.trim = meta_of(7);
@@ -158,6 +161,7 @@ TEST_CASE("trim edge cases: no trim, an old trim, the whole log, and appending a
         AppliedState s = apply_records(reference, 3, 4);
         s.trim = meta_of(3);
         REQUIRE(db->write({}, {s}).ok);
+        REQUIRE(db->flush().ok);
         AppliedState old = apply_records(reference, 5, 5);
         old.trim = meta_of(2);  // already trimmed past: changes nothing
         REQUIRE(db->write({}, {old}).ok);
@@ -175,6 +179,7 @@ TEST_CASE("trim edge cases: no trim, an old trim, the whole log, and appending a
         AppliedState all = apply_records(reference, 6, 6);
         all.trim = meta_of(6);
         REQUIRE(db->write({}, {all}).ok);
+        REQUIRE(db->flush().ok);
         REQUIRE(db->write({log_write(7, 8)}, {}).ok);
     }
     {
@@ -195,12 +200,53 @@ TEST_CASE("entries and a trim of them in the same batch") {
     {
         auto db = open_db(dir.str(), true);
         AppliedState s = apply_records(reference, 1, 5);
-        s.trim = meta_of(4);
-        REQUIRE(db->write({log_write(1, 8)}, {s}).ok);
+        REQUIRE(db->write({log_write(1, 6)}, {s}).ok);
+        REQUIRE(db->flush().ok);
+        AppliedState again = s;
+        again.trim = meta_of(4);
+        REQUIRE(db->write({log_write(7, 8)}, {again}).ok);
     }
     queue::Store store;
     const auto got = load_ok(dir.str(), store);
     CHECK(got.base == meta_of(4));
     CHECK(got.entries == entries(5, 8));
     CHECK(got.applied_index == 5);
+}
+
+TEST_CASE("a trim waits until the applied state it came with is in files") {
+    TempDir dir("trim-waits");
+    queue::Store reference;
+    {
+        auto db = open_db(dir.str(), true);
+        AppliedState s = apply_records(reference, 1, 5);
+        s.trim = meta_of(4);
+        REQUIRE(db->write({log_write(1, 8)}, {s}).ok);
+        REQUIRE(db->write({log_write(9, 9)}, {}).ok);
+        // Closing flushes the applied state, but the trim was never done: the log is whole.
+    }
+    {
+        RawDb raw(dir.str());
+        CHECK(raw.keys("log").size() == 9);
+    }
+    queue::Store store;
+    const auto got = load_ok(dir.str(), store);
+    CHECK(got.base.index == 0);
+    CHECK(got.entries == entries(1, 9));
+    CHECK(got.applied_index == 5);
+    CHECK(contents(store) == contents(reference));
+    {
+        // Reopened, the applied state at 5 is in files: a trim up to it is done at once,
+        // one beyond it waits.
+        auto db = open_db(dir.str(), true);
+        AppliedState beyond = apply_records(reference, 6, 6);
+        beyond.trim = meta_of(6);
+        REQUIRE(db->write({}, {beyond}).ok);
+        AppliedState within = beyond;
+        within.trim = meta_of(3);
+        REQUIRE(db->write({}, {within}).ok);
+    }
+    queue::Store reloaded;
+    const auto after = load_ok(dir.str(), reloaded);
+    CHECK(after.base == meta_of(3));
+    CHECK(after.entries == entries(4, 9));
 }
