@@ -261,6 +261,15 @@ Status Database::flush() {
     if (!s.ok()) return Status::error("RocksDB flush failed: " + s.ToString());
     // Everything written is in files now, whether or not the listener has heard yet.
     flushed_applied_->installed(last_applied_written_);
+    // The trims that waited for this flush are done now, so that the next start does not
+    // read back (and hold in memory) a log the applied state already covers.
+    rocksdb::WriteBatch trims;
+    trim_log(trims);
+    if (trims.Count() == 0) return Status{};
+    rocksdb::WriteOptions wo;
+    wo.sync = sync_;
+    if (s = db_->Write(wo, &trims); s.ok()) s = db_->Flush(now, handles_);
+    if (!s.ok()) return Status::error("RocksDB flush failed: " + s.ToString());
     return Status{};
 }
 

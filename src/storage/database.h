@@ -125,7 +125,8 @@ class Database {
     bool syncs() const { return sync_; }
     // A clean stop's last write: RocksDB's memtables go to files, so that the next start
     // has no WAL to replay (about 0.8 s for the 256 MiB it may hold) and no log to apply
-    // again. Only once the storage thread has stopped (or in a test, between writes).
+    // again, and the log trims that waited for it are done. Only once the storage thread
+    // has stopped (or in a test, between writes).
     Status flush();
     // Stops RocksDB's flushes and compactions and waits for the running ones to end (the
     // power-cut harness: nothing may read the files while they go back to what was synced).

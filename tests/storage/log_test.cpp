@@ -249,4 +249,17 @@ TEST_CASE("a trim waits until the applied state it came with is in files") {
     const auto after = load_ok(dir.str(), reloaded);
     CHECK(after.base == meta_of(3));
     CHECK(after.entries == entries(4, 9));
+    {
+        // A clean stop's flush does the trims that waited for it.
+        auto db = open_db(dir.str(), true);
+        AppliedState next = apply_records(reference, 7, 7);
+        next.trim = meta_of(7);
+        REQUIRE(db->write({}, {next}).ok);
+        REQUIRE(db->flush().ok);
+    }
+    queue::Store flushed;
+    const auto last = load_ok(dir.str(), flushed);
+    CHECK(last.base == meta_of(7));
+    CHECK(last.entries == entries(8, 9));
+    CHECK(last.applied_index == 7);
 }
