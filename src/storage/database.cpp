@@ -17,7 +17,9 @@
 #include <rocksdb/write_batch.h>
 
 #include "queue/store.h"
+#include "storage/be64.h"
 #include "storage/crc32c.h"
+#include "storage/flushed_applied.h"
 #include "storage/prezeroed_wal.h"
 #include "storage/sorted_flush_memtable.h"
 
@@ -31,16 +33,6 @@ constexpr std::string_view kStoreMetaKey = "store";
 constexpr std::string_view kHardStateKey = "hardstate";
 constexpr std::string_view kLogBaseKey = "logbase";
 
-void put_be64(std::string& out, std::uint64_t v) {
-    for (int i = 7; i >= 0; --i)
-        out.push_back(char(v >> (8 * i)));
-}
-std::uint64_t get_be64(std::string_view s) {
-    std::uint64_t v = 0;
-    for (int i = 0; i < 8; ++i)
-        v = (v << 8) | static_cast<unsigned char>(s[i]);
-    return v;
-}
 std::string index_key(std::uint64_t index) {
     std::string k;
     put_be64(k, index);
@@ -130,47 +122,6 @@ namespace {
 constexpr std::size_t kKeptSlabBytes = std::size_t{64} << 20;
 }  // namespace
 
-// The applied state (task records, meta/applied, meta/store) is written without
-// RocksDB's WAL: the Raft log already holds every entry it was made from. It is durable
-// once RocksDB has flushed it to files, and a restart replays the log from there. This
-// listener learns, from each flush of `meta`, up to which applied index that is.
-class FlushedApplied final : public rocksdb::EventListener {
-  public:
-    explicit FlushedApplied(std::uint64_t durable) : durable_(durable) {}
-    const char* Name() const override { return "DueqFlushedApplied"; }
-
-    // An applied state up to `index` was written; the write's last sequence number is `seq`.
-    void written(rocksdb::SequenceNumber seq, std::uint64_t index) {
-        std::lock_guard lock(mu_);
-        unflushed_.emplace_back(seq, index);
-    }
-    // A snapshot was installed through the WAL: it is durable as it is.
-    void installed(std::uint64_t index) {
-        std::lock_guard lock(mu_);
-        unflushed_.clear();
-        durable_ = std::max(durable_, index);
-    }
-    std::uint64_t durable() const {
-        std::lock_guard lock(mu_);
-        return durable_;
-    }
-
-    void OnFlushCompleted(rocksdb::DB*, const rocksdb::FlushJobInfo& info) override {
-        // meta/applied lives in `meta`; atomic flush puts `tasks` in files at the same cut.
-        if (info.cf_name != kCfNames[kMeta]) return;
-        std::lock_guard lock(mu_);
-        while (!unflushed_.empty() && unflushed_.front().first <= info.largest_seqno) {
-            durable_ = std::max(durable_, unflushed_.front().second);
-            unflushed_.pop_front();
-        }
-    }
-
-  private:
-    mutable std::mutex mu_;
-    std::deque<std::pair<rocksdb::SequenceNumber, std::uint64_t>> unflushed_;
-    std::uint64_t durable_;
-};
-
 namespace {
 
 rocksdb::Env* prezeroed_wal_env() {
@@ -204,6 +155,10 @@ std::unique_ptr<Database> Database::open(const std::string& path, bool sync, Sta
     // files (written without the WAL) is the state at one applied index: `tasks` and
     // meta/applied never come from two different moments.
     opts.atomic_flush = true;
+    std::unique_ptr<Database> d(new Database());
+    d->sync_ = sync;
+    d->flushed_applied_ = std::make_shared<FlushedApplied>(0, kCfNames[kMeta], kCfNames[kLog]);
+    opts.listeners.push_back(d->flushed_applied_);
     std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
     std::vector<std::shared_ptr<SortedFlushMemTableFactory>> memtables;
     for (const char* name : kCfNames) {
@@ -216,12 +171,11 @@ std::unique_ptr<Database> Database::open(const std::string& path, bool sync, Sta
         // Log files live until the next trims, a few memtables later, and are read back
         // only by a restart or a lagging follower: compressing them was 1% of a follower's
         // CPU (its flush thread) for a few seconds' worth of disk space.
-        if (n == "log") cfs.back().options.compression = rocksdb::kNoCompression;
+        if (n == "log") {
+            cfs.back().options.compression = rocksdb::kNoCompression;
+            cfs.back().options.compaction_filter_factory = log_flush_filter(d->flushed_applied_);
+        }
     }
-    std::unique_ptr<Database> d(new Database());
-    d->sync_ = sync;
-    d->flushed_applied_ = std::make_shared<FlushedApplied>(0);
-    opts.listeners.push_back(d->flushed_applied_);
     auto s = rocksdb::DB::Open(rocksdb::DBOptions(opts), path, cfs, &d->handles_, &d->db_);
     if (!s.ok()) {
         status = Status::error("cannot open RocksDB at " + path + ": " + s.ToString());
@@ -240,7 +194,7 @@ std::unique_ptr<Database> Database::open(const std::string& path, bool sync, Sta
         std::uint64_t applied = 0;
         if (d->db_->Get({}, d->handles_[kMeta], slice(kAppliedKey), &value).ok())
             if (auto b = unseal(value, kAppliedKey); b && b->size() == 16) applied = get_be64(*b);
-        d->flushed_applied_->installed(applied);
+        d->flushed_applied_->flushed(applied);
     }
     // Find the log's extent once; afterwards the writer keeps it.
     std::unique_ptr<rocksdb::Iterator> it(d->db_->NewIterator({}, d->handles_[kLog]));
@@ -260,7 +214,7 @@ Status Database::flush() {
     auto s = db_->Flush(now, handles_);
     if (!s.ok()) return Status::error("RocksDB flush failed: " + s.ToString());
     // Everything written is in files now, whether or not the listener has heard yet.
-    flushed_applied_->installed(last_applied_written_);
+    flushed_applied_->flushed(last_applied_written_);
     // The trims that waited for this flush are done now, so that the next start does not
     // read back (and hold in memory) a log the applied state already covers.
     rocksdb::WriteBatch trims;
@@ -382,6 +336,14 @@ Status Database::load(queue::Store& store, Loaded& out) {
         if (!e)
             return Status::error("corrupt log entry " +
                                  std::to_string(key.size() == 8 ? get_be64(key) : expect));
+        if (e->index > expect && e->index <= out.applied_index) {
+            // A flush left out entries the applied state it carried covers, and no later
+            // write recorded the trim (flushed_applied.h): the log starts here.
+            out.base = {e->index, e->term, e->time};
+            out.entries.clear();
+            expect = e->index + 1;
+            continue;
+        }
         if (e->index != expect)
             return Status::error("log gap: expected entry " + std::to_string(expect) + ", found " +
                                  std::to_string(e->index));
@@ -453,6 +415,7 @@ Status Database::write(const std::vector<LogWrite>& logs, const std::vector<Appl
         if (a.trim.index > 0) {
             if (trims_.size() == kMaxPendingTrims) trims_.pop_front();
             trims_.push_back(a.trim);
+            flushed_applied_->trim_asked(a.trim.index);
         }
     }
     trim_log(batch);

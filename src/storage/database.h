@@ -143,7 +143,8 @@ class Database {
     // buffers have grown to a usual batch's size once, instead of growing (and copying
     // what they hold) while every batch is built.
     std::unique_ptr<rocksdb::WriteBatch> batch_, applied_batch_;
-    // Up to which applied index the applied state is in RocksDB's files (database.cpp).
+    // Up to which applied index the applied state is in RocksDB's files, and what of the
+    // log a flush leaves out (flushed_applied.h).
     std::shared_ptr<FlushedApplied> flushed_applied_;
     // Log trims asked for beyond it, oldest first; a trim is superseded by the next, so
     // dropping the oldest when there are too many only trims later.

@@ -1,6 +1,7 @@
 // storage::Database as a Raft log: entries replace the stored suffix from their first
 // index on (§3.5), the hard state comes back as written, log writes in one batch take
 // effect in order, and AppliedState::trim deletes the log's head and moves its base.
+#include <algorithm>
 #include <catch2/catch.hpp>
 
 #include "storage/storage_support.h"
@@ -222,16 +223,26 @@ TEST_CASE("a trim waits until the applied state it came with is in files") {
         s.trim = meta_of(4);
         REQUIRE(db->write({log_write(1, 8)}, {s}).ok);
         REQUIRE(db->write({log_write(9, 9)}, {}).ok);
-        // Closing flushes the applied state, but the trim was never done: the log is whole.
+        // Closing flushes the applied state at 5, and the log with it. That flush leaves
+        // out the entries below the trim the state covers and keeps the trim point, but the
+        // trim itself waited: no new start of the log is recorded.
     }
+    auto log_keys = [](std::uint64_t from, std::uint64_t to) {
+        std::vector<std::string> keys;
+        for (std::uint64_t i = from; i <= to; ++i)
+            keys.push_back(log_key(i));
+        return keys;
+    };
     {
         RawDb raw(dir.str());
-        CHECK(raw.keys("log").size() == 9);
+        CHECK(raw.keys("log") == log_keys(4, 9));
+        const auto meta = raw.keys("meta");
+        CHECK(std::find(meta.begin(), meta.end(), "logbase") == meta.end());
     }
     queue::Store store;
     const auto got = load_ok(dir.str(), store);
-    CHECK(got.base.index == 0);
-    CHECK(got.entries == entries(1, 9));
+    CHECK(got.base == meta_of(4));
+    CHECK(got.entries == entries(5, 9));
     CHECK(got.applied_index == 5);
     CHECK(contents(store) == contents(reference));
     {
@@ -242,13 +253,17 @@ TEST_CASE("a trim waits until the applied state it came with is in files") {
         beyond.trim = meta_of(6);
         REQUIRE(db->write({}, {beyond}).ok);
         AppliedState within = beyond;
-        within.trim = meta_of(3);
+        within.trim = meta_of(5);
         REQUIRE(db->write({}, {within}).ok);
+    }
+    {
+        RawDb raw(dir.str());
+        CHECK(raw.keys("log") == log_keys(6, 9));
     }
     queue::Store reloaded;
     const auto after = load_ok(dir.str(), reloaded);
-    CHECK(after.base == meta_of(3));
-    CHECK(after.entries == entries(4, 9));
+    CHECK(after.base == meta_of(5));
+    CHECK(after.entries == entries(6, 9));
     {
         // A clean stop's flush does the trims that waited for it.
         auto db = open_db(dir.str(), true);
