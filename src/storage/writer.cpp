@@ -1,5 +1,7 @@
 #include "storage/writer.h"
 
+#include <pthread.h>
+
 #include <spdlog/spdlog.h>
 
 namespace dueq::storage {
@@ -32,6 +34,8 @@ std::uint64_t Writer::submit(Job job) {
 }
 
 void Writer::run() {
+    // So that `top -H` and perf tell it from the event loop and RocksDB's threads.
+    pthread_setname_np(pthread_self(), "dueq-storage");
     std::vector<Job> jobs;
     std::uint64_t last_ticket = 0;
     for (;;) {
