@@ -13,6 +13,7 @@
 //    [lead_ms, ttr_ms, retention_ms, max_attempts, late_share, autonomous]]
 //   (settings nil = not declared; older metas lack the defaults, and `autonomous`)
 #include <algorithm>
+#include <array>
 #include <stdexcept>
 
 #include "queue/msgpack_fields.h"
@@ -370,7 +371,22 @@ void Store::drain_changes(
     // A key is listed once per time it went from clean to changed; a task that is there
     // and already clean was reported by an earlier entry of this same drain.
     std::set<std::pair<std::uint16_t, std::string_view>> gone;  // reported absent keys
-    for (const auto& [queue_id, key] : changes) {
+    // The changed tasks were last touched many entries ago and are out of cache: finding
+    // each one waited on memory twice, for its table slot and for the task (18% of a
+    // follower's event loop at put 16 x 32). Both are asked for some keys ahead.
+    constexpr std::size_t kSlotAhead = 8, kTaskAhead = 4;
+    std::array<std::uint64_t, kSlotAhead> hashes{};  // by position % kSlotAhead
+    auto load_slot = [&](std::size_t i) {
+        if (i < changes.size())
+            hashes[i % kSlotAhead] = impl_->table.prefetch(changes[i].first, changes[i].second);
+    };
+    for (std::size_t i = 0; i < std::min(kSlotAhead, changes.size()); ++i)
+        load_slot(i);
+    for (std::size_t i = 0; i < changes.size(); ++i) {
+        if (i + kTaskAhead < changes.size())
+            impl_->table.prefetch_task(hashes[(i + kTaskAhead) % kSlotAhead]);
+        load_slot(i + kSlotAhead);  // takes entry i's place, whose steps are both done
+        const auto& [queue_id, key] = changes[i];
         const Queue& q = *impl_->queues[queue_id];
         Task* t = impl_->table.find(queue_id, key);
         if (t == nullptr) {
