@@ -197,6 +197,8 @@ class Store {
     std::optional<std::uint64_t> prefetch_apply(std::string_view queue, std::string_view key) const;
     // Once that has arrived: asks for the task there.
     void prefetch_apply_task(std::uint64_t ticket) const;
+    // The third step, once the task is in cache: its neighbours in its tree.
+    void prefetch_apply_links(std::uint64_t ticket) const;
     // Every task, encoded (for a snapshot of the whole store).
     void for_each_task(const std::function<void(std::string_view queue, std::string_view key,
                                                 std::string_view encoded_task)>& fn) const;

@@ -442,6 +442,10 @@ void Store::prefetch_apply_task(std::uint64_t ticket) const {
     impl_->table.prefetch_task(ticket);
 }
 
+void Store::prefetch_apply_links(std::uint64_t ticket) const {
+    impl_->table.prefetch_links(ticket);
+}
+
 void Store::prefault_load() {
     // 64 MiB ahead: a reader hands over about 1 MiB of records at a time, and the memory
     // faulted in but never used stays small.

@@ -80,6 +80,16 @@ class TaskTable {
         if (v != 0 && v != kMoved && (v & ~kPointerBits) == h << kTagShift)
             __builtin_prefetch(task_of(v));
     }
+    // The step after that, once the task is in cache: starts loading its parent and
+    // children in its tree, which taking it out of the tree (a put, an ack) reads and
+    // rewrites.
+    void prefetch_links(std::uint64_t h) const {
+        const std::uint64_t v = slots_[home_of(h, slots_.size())];
+        if (v == 0 || v == kMoved || (v & ~kPointerBits) != h << kTagShift) return;
+        const Task* t = task_of(v);
+        for (std::uint32_t ref : {t->parent_color >> 1, t->left, t->right})
+            if (ref != 0) __builtin_prefetch(region::at(ref));
+    }
     // `t` must not be present yet (by its queue id and key).
     void insert(Task* t);
     // Replaces the entry that points at `old_task` by `new_task` (same queue id and key).

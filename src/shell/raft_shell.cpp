@@ -258,7 +258,9 @@ bool RaftShell::apply_entries(const std::vector<raft::Entry>& entries) {
     // and for the task (8% of a three-node put run's CPU): both are asked for some
     // entries ahead, so that they are in cache by the time the entry is applied.
     // Each entry is read once, for its slot; what that returns serves the task's step.
-    constexpr std::size_t kSlotAhead = 8, kTaskAhead = 4;
+    // Then, once the task is in cache, for its neighbours in its tree, which taking it out
+    // of the tree reads and rewrites.
+    constexpr std::size_t kSlotAhead = 8, kTaskAhead = 4, kLinksAhead = 2;
     std::array<std::optional<std::uint64_t>, kSlotAhead> tickets;  // by index % kSlotAhead
     auto load_slot = [&](std::size_t i) {
         auto& ticket = tickets[i % kSlotAhead];
@@ -271,12 +273,17 @@ bool RaftShell::apply_entries(const std::vector<raft::Entry>& entries) {
         if (i >= entries.size()) return;
         if (const auto& ticket = tickets[i % kSlotAhead]) store_->prefetch_apply_task(*ticket);
     };
+    auto load_links = [&](std::size_t i) {
+        if (i >= entries.size()) return;
+        if (const auto& ticket = tickets[i % kSlotAhead]) store_->prefetch_apply_links(*ticket);
+    };
     for (std::size_t i = 0; i < std::min(kSlotAhead, entries.size()); ++i)
         load_slot(i);
     for (std::size_t i = 0; i < entries.size(); ++i) {
         const auto& e = entries[i];
+        load_links(i + kLinksAhead);
         load_task(i + kTaskAhead);  // its ticket was set kTaskAhead entries ago
-        load_slot(i + kSlotAhead);  // takes entry i's place, whose steps are both done
+        load_slot(i + kSlotAhead);  // takes entry i's place, whose steps are all done
         // Applied already: while the write was in flight, or by the planted defect above.
         if (e.index <= applied_.index) continue;
         apply_entry(e);
