@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "net/buffer_view.h"
 #include "net/peer_handshake.h"
 
 namespace dueq::net {
@@ -140,13 +141,12 @@ void PeerLink::write_more() {
     }
     writing_ = true;
     out_flight_.swap(out_queue_);  // out_flight_ was empty
-    std::vector<asio::const_buffer> bufs;
-    bufs.reserve(out_flight_.size() * 2);
+    out_bufs_.clear();             // its capacity stays: no allocation per write
     for (const auto& f : out_flight_) {
-        bufs.emplace_back(asio::buffer(f.prefix));
-        if (!f.payload.empty()) bufs.emplace_back(asio::buffer(f.payload));
+        out_bufs_.emplace_back(asio::buffer(f.prefix));
+        if (!f.payload.empty()) out_bufs_.emplace_back(asio::buffer(f.payload));
     }
-    asio::async_write(socket_, bufs,
+    asio::async_write(socket_, BufferView{&out_bufs_},
                       [self = shared_from_this()](boost::system::error_code ec, std::size_t) {
                           self->on_written(ec);
                       });

@@ -99,6 +99,7 @@ class PeerLink : public std::enable_shared_from_this<PeerLink> {
     // Frames waiting, and frames handed to the async_write in flight (kept alive until it
     // completes: the socket reads their bytes).
     std::vector<OutFrame> out_queue_, out_flight_;
+    std::vector<boost::asio::const_buffer> out_bufs_;  // out_flight_'s, while it is written
     std::size_t queued_bytes_ = 0;  // both vectors
     bool writing_ = false, open_ = true;
     Clock::time_point last_received_, last_sent_;

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "net/buffer_view.h"
 #include "net/frame.h"
 
 namespace dueq::net {
@@ -167,11 +168,10 @@ void Connection::write_more() {
     writing_ = true;
     out_flight_.swap(out_queue_);
     out_queue_.clear();
-    std::vector<asio::const_buffer> bufs;
-    bufs.reserve(out_flight_.size());
+    out_bufs_.clear();  // its capacity stays: no allocation per write
     for (const auto& f : out_flight_)
-        bufs.emplace_back(asio::buffer(f));
-    asio::async_write(socket_, bufs,
+        out_bufs_.emplace_back(asio::buffer(f));
+    asio::async_write(socket_, BufferView{&out_bufs_},
                       [self = shared_from_this()](boost::system::error_code ec, std::size_t) {
                           self->on_written(ec);
                       });

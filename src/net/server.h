@@ -73,6 +73,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     std::vector<char> in_;
     std::size_t in_len_ = 0;
     std::vector<std::string> out_queue_, out_flight_;
+    std::vector<boost::asio::const_buffer> out_bufs_;  // out_flight_'s, while it is written
     // Bytes of replies not yet written. Above kMaxUnsentBytes the connection stops
     // reading and answering, so a client that never reads cannot grow the node's memory.
     std::size_t unsent_bytes_ = 0;
