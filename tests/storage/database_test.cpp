@@ -248,12 +248,8 @@ TEST_CASE("a record too short to be valid is refused even with a correct checksu
         RawDb(dir.str()).put("log", log_key(3),
                              storage::seal("1234567812345678", log_key(3)));
     }
-    queue::Store store;
-    storage::Loaded out;
-    auto st = load_db(dir.str(), store, out);
-    INFO(st.message);
-    CHECK_FALSE(st.ok);
-    CHECK(st.message.find("corrupt") != std::string::npos);
+    const std::string message = load_error(dir.str());
+    CHECK_THAT(message, Catch::Contains("corrupt"));
 }
 
 TEST_CASE("a log entry of an unknown type is refused, not loaded") {
@@ -263,12 +259,8 @@ TEST_CASE("a log entry of an unknown type is refused, not loaded") {
     body += '\x02';  // EntryType has normal (0) and noop (1)
     body += "data";
     RawDb(dir.str()).put("log", log_key(3), storage::seal(body, log_key(3)));
-    queue::Store store;
-    storage::Loaded out;
-    auto st = load_db(dir.str(), store, out);
-    INFO(st.message);
-    CHECK_FALSE(st.ok);
-    CHECK(st.message.find("corrupt log entry 3") != std::string::npos);
+    const std::string message = load_error(dir.str());
+    CHECK_THAT(message, Catch::Contains("corrupt log entry 3"));
 }
 
 TEST_CASE("decode_log_record reads what the log holds and refuses any other shape") {
@@ -289,13 +281,9 @@ TEST_CASE("a gap in the log is reported") {
     TempDir dir("gap");
     build(dir.str(), 8, 3);
     RawDb(dir.str()).del("log", log_key(6));
-    queue::Store store;
-    storage::Loaded out;
-    auto st = load_db(dir.str(), store, out);
-    INFO(st.message);
-    CHECK_FALSE(st.ok);
-    CHECK(st.message.find("log gap") != std::string::npos);
-    CHECK(st.message.find("expected entry 6, found 7") != std::string::npos);
+    const std::string message = load_error(dir.str());
+    CHECK_THAT(message, Catch::Contains("log gap"));
+    CHECK_THAT(message, Catch::Contains("expected entry 6, found 7"));
 }
 
 TEST_CASE("a gap the applied state covers starts the log after it; one beyond it is refused") {
@@ -322,12 +310,8 @@ TEST_CASE("a gap the applied state covers starts the log after it; one beyond it
             for (std::uint64_t i : {4, 5})
                 raw.del("log", log_key(i));
         }
-        queue::Store store;
-        storage::Loaded out;
-        auto st = load_db(dir.str(), store, out);
-        INFO(st.message);
-        CHECK_FALSE(st.ok);
-        CHECK(st.message.find("expected entry 4, found 6") != std::string::npos);
+        const std::string message = load_error(dir.str());
+        CHECK_THAT(message, Catch::Contains("expected entry 4, found 6"));
     }
 }
 
@@ -350,12 +334,8 @@ TEST_CASE("an applied index outside the log is refused") {
         RawDb(dir.str()).put("meta", "applied", applied_record(9));
         expect = "past the end of the log";
     }
-    queue::Store store;
-    storage::Loaded out;
-    auto st = load_db(dir.str(), store, out);
-    INFO(st.message);
-    CHECK_FALSE(st.ok);
-    CHECK(st.message.find(expect) != std::string::npos);
+    const std::string message = load_error(dir.str());
+    CHECK_THAT(message, Catch::Contains(expect));
 }
 
 TEST_CASE(

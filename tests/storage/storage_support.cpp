@@ -109,6 +109,15 @@ storage::Loaded load_ok(const std::string& path, queue::Store& store) {
     return out;
 }
 
+std::string load_error(const std::string& path) {
+    queue::Store store;
+    storage::Loaded out;
+    auto st = load_db(path, store, out);
+    INFO("load: " << st.message);
+    CHECK_FALSE(st.ok);
+    return st.message;
+}
+
 StoreContents contents(const queue::Store& store) {
     StoreContents c;
     store.for_each_task([&](std::string_view q, std::string_view k, std::string_view encoded) {

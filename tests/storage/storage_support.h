@@ -72,6 +72,8 @@ storage::AppliedState apply_records(queue::Store& store, std::uint64_t from, std
 storage::Status load_db(const std::string& path, queue::Store& store, storage::Loaded& out);
 // The same, failing the test unless load succeeds.
 storage::Loaded load_ok(const std::string& path, queue::Store& store);
+// Loads a database that must not load (checked); returns load's message.
+std::string load_error(const std::string& path);
 
 // Everything a store holds: (queue, key) -> encoded task, and the encoded meta.
 struct StoreContents {
