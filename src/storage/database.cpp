@@ -412,11 +412,7 @@ Status Database::write(const std::vector<LogWrite>& logs, const std::vector<Appl
         states.Put(handles_[kMeta], slice(kAppliedKey), seal(body, kAppliedKey));
         states.Put(handles_[kMeta], slice(kStoreMetaKey), seal(a.store_meta, kStoreMetaKey));
         applied_index = a.applied_index;
-        if (a.trim.index > 0) {
-            if (trims_.size() == kMaxPendingTrims) trims_.pop_front();
-            trims_.push_back(a.trim);
-            flushed_applied_->trim_asked(a.trim.index);
-        }
+        if (a.trim.index > 0) flushed_applied_->trim_asked(a.trim);
     }
     trim_log(batch);
     for (const auto& o : overlay) {
@@ -450,16 +446,7 @@ Status Database::write(const std::vector<LogWrite>& logs, const std::vector<Appl
 // A restart replays the log from the applied state in files, so the log is trimmed only
 // up to it: the newest trim asked for at or below it is done, later ones wait.
 void Database::trim_log(rocksdb::WriteBatch& batch) {
-    const std::uint64_t durable = flushed_applied_->durable();
-    std::optional<raft::SnapshotMeta> trim;
-    for (auto it = trims_.begin(); it != trims_.end();) {
-        if (it->index > durable) {
-            ++it;
-            continue;
-        }
-        if (!trim || it->index > trim->index) trim = *it;
-        it = trims_.erase(it);
-    }
+    const auto trim = flushed_applied_->trim_due();
     if (!trim || trim->index < first_log_index_ || trim->index > last_log_index_) return;
     batch.DeleteRange(handles_[kLog], index_key(first_log_index_), index_key(trim->index + 1));
     batch.Put(handles_[kMeta], slice(kLogBaseKey),
@@ -490,7 +477,6 @@ Status Database::install(const SnapshotInstall& snap) {
     if (!s.ok()) return Status::error("RocksDB write failed: " + s.ToString());
     first_log_index_ = m.index + 1;
     last_log_index_ = m.index;
-    trims_.clear();
     flushed_applied_->installed(m.index);
     last_applied_written_ = m.index;
     return Status{};

@@ -146,10 +146,6 @@ class Database {
     // Up to which applied index the applied state is in RocksDB's files, and what of the
     // log a flush leaves out (flushed_applied.h).
     std::shared_ptr<FlushedApplied> flushed_applied_;
-    // Log trims asked for beyond it, oldest first; a trim is superseded by the next, so
-    // dropping the oldest when there are too many only trims later.
-    static constexpr std::size_t kMaxPendingTrims = 64;
-    std::deque<raft::SnapshotMeta> trims_;
     std::uint64_t last_applied_written_ = 0;
     void trim_log(rocksdb::WriteBatch& batch);
 };

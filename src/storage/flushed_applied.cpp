@@ -16,15 +16,30 @@ void FlushedApplied::written(rocksdb::SequenceNumber seq, std::uint64_t index) {
     written_ = std::max(written_, index);
 }
 
-void FlushedApplied::trim_asked(std::uint64_t index) {
+void FlushedApplied::trim_asked(const raft::SnapshotMeta& trim) {
     std::lock_guard lock(mu_);
-    if (trims_.empty() || index > trims_.back()) trims_.push_back(index);
+    auto at =
+        std::lower_bound(trims_.begin(), trims_.end(), trim.index,
+                         [](const raft::SnapshotMeta& t, std::uint64_t i) { return t.index < i; });
+    if (at != trims_.end() && at->index == trim.index) return;
+    trims_.insert(at, trim);
+    if (trims_.size() > kMaxTrims) trims_.pop_front();
+}
+
+std::optional<raft::SnapshotMeta> FlushedApplied::trim_due() {
+    std::lock_guard lock(mu_);
+    std::optional<raft::SnapshotMeta> due;
+    for (const auto& t : trims_)
+        if (t.index <= durable_ && t.index > trim_done_) due = t;
+    if (due) trim_done_ = due->index;
+    return due;
 }
 
 void FlushedApplied::installed(std::uint64_t index) {
     std::lock_guard lock(mu_);
     unflushed_.clear();
     trims_.clear();
+    trim_done_ = 0;
     written_ = std::max(written_, index);
     durable_to(index);
 }
@@ -45,8 +60,8 @@ std::uint64_t FlushedApplied::flush_floor() const {
     if (sealed_logs_.empty()) return 0;
     const std::uint64_t covered = sealed_logs_.front().second;
     std::uint64_t floor = 0;
-    for (std::uint64_t t : trims_)
-        if (t <= covered) floor = t;
+    for (const auto& t : trims_)
+        if (t.index <= covered) floor = t.index;
     return floor;
 }
 
@@ -78,7 +93,7 @@ void FlushedApplied::OnFlushCompleted(rocksdb::DB*, const rocksdb::FlushJobInfo&
 void FlushedApplied::durable_to(std::uint64_t index) {
     durable_ = std::max(durable_, index);
     // Keep the largest trim point at or below durable_: flush_floor() may still need it.
-    while (trims_.size() > 1 && trims_[1] <= durable_)
+    while (trims_.size() > 1 && trims_[1].index <= durable_)
         trims_.pop_front();
 }
 

@@ -22,11 +22,14 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 
 #include <rocksdb/compaction_filter.h>
 #include <rocksdb/listener.h>
+
+#include "raft/types.h"
 
 namespace dueq::storage {
 
@@ -38,8 +41,12 @@ class FlushedApplied final : public rocksdb::EventListener {
 
     // An applied state up to `index` was written; the write's last sequence number is `seq`.
     void written(rocksdb::SequenceNumber seq, std::uint64_t index);
-    // The log may be trimmed up to `index` once the applied state covers it.
-    void trim_asked(std::uint64_t index);
+    // The log may be trimmed up to `trim` once the applied state covers it. A trim is
+    // superseded by one further on: past kMaxTrims waiting, the lowest is dropped (which
+    // only trims later).
+    void trim_asked(const raft::SnapshotMeta& trim);
+    // The newest trim asked for at or below durable() that trim_due has not returned yet.
+    std::optional<raft::SnapshotMeta> trim_due();
     // A snapshot replaced the log and the applied state, through the WAL: it is durable
     // as it is, and no trim asked for before it applies any more.
     void installed(std::uint64_t index);
@@ -59,8 +66,10 @@ class FlushedApplied final : public rocksdb::EventListener {
     std::deque<std::pair<rocksdb::SequenceNumber, std::uint64_t>> unflushed_;
     std::uint64_t durable_;
     std::uint64_t written_ = 0;  // the newest applied index written
-    // Trim points asked for, ascending; those at or below durable_ but the largest are gone.
-    std::deque<std::uint64_t> trims_;
+    // Trims asked for, by index; those at or below durable_ but the largest are gone.
+    static constexpr std::size_t kMaxTrims = 64;
+    std::deque<raft::SnapshotMeta> trims_;
+    std::uint64_t trim_done_ = 0;  // the index of the last trim trim_due returned
     // Log memtables sealed and not yet flushed, oldest first: the first sequence number in
     // each, and the applied index written when it was sealed (the flush that takes it
     // takes the applied state up to there with it).
