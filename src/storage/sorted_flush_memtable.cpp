@@ -22,7 +22,7 @@ namespace {
 
 using rocksdb::MemTableRep;
 using rocksdb::Slice;
-constexpr std::size_t kHugePage = std::size_t{2} << 20;
+constexpr std::size_t kMaxSlabBytes = std::size_t{2} << 20;
 
 // A memtable's array of entry pointers grows to a few MiB by doubling, and malloc would
 // map each size afresh in 4 KiB pages, each faulting on its first write: from 1 MiB on,
@@ -225,8 +225,15 @@ class SlabPool {
         return kept_.size() * slab_;
     }
 
-    // A block of a full 2 MiB slab (or more) is huge pages of its own.
-    using Blocks = HugePageAllocator<char, kHugePage>;
+    // Plain pages, not huge ones: on the VMs dueq is measured on, the first write to a
+    // fresh huge page cost six times what the same bytes cost in 4 KiB pages (the host
+    // backs a huge page, returned to it whenever free, anew), and slabs are fresh until
+    // the first memtables are freed: with huge pages, a three-node put 64 x 1 run spent
+    // 17% of the leader's storage thread zeroing them (docs/benchmarks.md).
+    struct Blocks {
+        static char* allocate(std::size_t n) { return static_cast<char*>(::operator new(n)); }
+        static void deallocate(char* p, std::size_t) { ::operator delete(p); }
+    };
 
   private:
     const std::size_t slab_;
@@ -237,11 +244,11 @@ class SlabPool {
 
 namespace {
 
-// Memory for one memtable's entries, in slabs of up to 2 MiB; a 2 MiB slab is aligned so
-// that it can be one transparent huge page. RocksDB's own arena takes its blocks from
-// malloc, fresh pages for every memtable, and the first write to each 4 KiB page faults:
-// that was 12% of each storage thread's CPU in a three-node put run (docs/benchmarks.md).
-// Full slabs come from, and go back to, the factory's pool. One writer.
+// Memory for one memtable's entries, in slabs of up to 2 MiB. RocksDB's own arena takes
+// its blocks from malloc, fresh pages for every memtable, and the first write to each page
+// faults: that was 12% of each storage thread's CPU in a three-node put run
+// (docs/benchmarks.md). Full slabs come from, and go back to, the factory's pool, which
+// keeps them faulted in. One writer.
 class EntrySlabs {
   public:
     explicit EntrySlabs(std::shared_ptr<SlabPool> pool)
@@ -422,8 +429,8 @@ class SortedFlushRep final : public MemTableRep {
 }  // namespace
 
 SortedFlushMemTableFactory::SortedFlushMemTableFactory(std::size_t slab_bytes)
-    : pool_(std::make_shared<SlabPool>(
-          std::clamp((slab_bytes + 4095) & ~std::size_t{4095}, std::size_t{4096}, kHugePage))) {}
+    : pool_(std::make_shared<SlabPool>(std::clamp((slab_bytes + 4095) & ~std::size_t{4095},
+                                                  std::size_t{4096}, kMaxSlabBytes))) {}
 
 SortedFlushMemTableFactory::~SortedFlushMemTableFactory() = default;
 

@@ -10,9 +10,9 @@
 // task records (tools/log-write, docs/benchmarks.md). A memtable of log entries, which
 // arrive in index order, is not sorted at all.
 //
-// Entries are kept in this memtable's own 2 MiB slabs, advised as transparent huge
-// pages, instead of RocksDB's arena, whose fresh 4 KiB pages each fault on first write;
-// the factory can keep freed memtables' slabs for the next ones (keep_freed_slabs).
+// Entries are kept in this memtable's own 2 MiB slabs instead of RocksDB's arena, whose
+// blocks are fresh memory for every memtable: the factory can keep freed memtables' slabs,
+// faulted in already, for the next ones (keep_freed_slabs).
 //
 // An iterator over a memtable still being written sorts a copy of its keys; a point
 // lookup scans it (dueq reads these column families by iterator only, and RocksDB's
