@@ -60,8 +60,8 @@ class MemoryStorage final : public LogStorage {
     MemoryStorage() = default;
 
     HardState hard_state() const override { return hard_state_; }
-    Index first_index() const override { return entries_[0].index + 1; }
-    Index last_index() const override { return entries_[0].index + entries_.size() - 1; }
+    Index first_index() const override { return head().index + 1; }
+    Index last_index() const override { return head().index + (entries_.size() - base_) - 1; }
     Result<Term> term(Index i) const override;
     Result<std::vector<Entry>> entries(Index lo, Index hi, std::uint64_t max_bytes) const override;
     const Snapshot& snapshot() const override { return snapshot_; }
@@ -73,14 +73,19 @@ class MemoryStorage final : public LogStorage {
     Status compact(Index index) override;
 
     // Test helper: the stored entry at i (must exist).
-    const Entry& at(Index i) const { return entries_[i - entries_[0].index]; }
+    const Entry& at(Index i) const { return entries_[base_ + (i - head().index)]; }
 
   private:
+    const Entry& head() const { return entries_[base_]; }
+
     HardState hard_state_;
     Snapshot snapshot_;
-    // entries_[0] stands for the last compacted entry (index, term, time; no data);
-    // entries_[k].index == entries_[0].index + k.
+    // entries_[base_] stands for the last compacted entry (index, term, time; no data);
+    // entries_[base_ + k].index == entries_[base_].index + k. What lies before base_ is
+    // compacted, its payloads dropped: the vector's front is erased only once it is half
+    // of it, since erasing moves every entry after it, and a leader compacts often.
     std::vector<Entry> entries_{Entry{}};
+    std::size_t base_ = 0;
 };
 
 }  // namespace dueq::raft

@@ -41,6 +41,43 @@ TEST_CASE("storage: snapshot, compaction and the term just before the log", "[ra
     CHECK_FALSE(s.compact(4));  // beyond the snapshot
 }
 
+TEST_CASE("storage: many compactions, each a few entries, keep the rest intact",
+          "[raft][storage]") {
+    // The front of the log is erased only now and then: every index must still map to
+    // its own entry, before and after, and an overwrite must cut at the right place.
+    MemoryStorage s;
+    Index last = 0;
+    Index compacted = 0;
+    for (int round = 0; round < 40; ++round) {
+        std::vector<Entry> batch;
+        for (int k = 0; k < 7; ++k, ++last)
+            batch.push_back(E(last + 1, 1 + round / 10, "e" + std::to_string(last + 1)));
+        REQUIRE(s.append(batch));
+        const Index upto = compacted + 1 + Index(round % 5);  // keeps a tail of 100 to 200
+        if (last > upto + 100) {
+            REQUIRE(s.create_snapshot(upto, "state"));
+            REQUIRE(s.compact(upto));
+            compacted = upto;
+        }
+        CHECK(s.first_index() == compacted + 1);
+        CHECK(s.last_index() == last);
+        auto all = s.entries(s.first_index(), last + 1, 1u << 20);
+        REQUIRE(all);
+        REQUIRE(all.value().size() == last - compacted);
+        for (const Entry& e : all.value())
+            CHECK(e.data == "e" + std::to_string(e.index));
+        if (compacted > 0) {
+            CHECK(s.term(compacted));
+            CHECK(s.term(compacted - 1).error() == Error::compacted);
+        }
+    }
+    REQUIRE(s.append({E(compacted + 3, 9, "new")}));
+    CHECK(s.last_index() == compacted + 3);
+    CHECK(s.term(compacted + 2).value() != 9);
+    CHECK(s.term(compacted + 3).value() == 9);
+    CHECK(s.at(compacted + 3).data == "new");
+}
+
 TEST_CASE("storage: entries honours max_bytes but returns at least one", "[raft][storage]") {
     MemoryStorage s;
     REQUIRE(s.append({E(1, 1, std::string(100, 'a')), E(2, 1, std::string(100, 'b'))}));
