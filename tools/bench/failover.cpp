@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <stdexcept>
 #include <string>
@@ -104,17 +105,27 @@ void wait_healthy(BackendKind kind, const std::vector<std::string>& addrs, doubl
     throw std::runtime_error("the cluster did not come back whole within the timeout");
 }
 
-// Waits (up to 60 s) until `pid` is gone or a zombie: a killed process keeps its files,
-// RocksDB's LOCK among them, until the kernel has torn down its memory, and a member
-// restarted before that cannot open its data directory.
+// Waits (up to 60 s) until `pid` is gone, or a zombie whose other threads are gone too: a
+// killed process keeps its files (RocksDB's LOCK, a listening port) until its last thread
+// has exited, and a member restarted before that cannot open its data directory or bind
+// its port. The first thread turns zombie while the others may still be exiting: an
+// etcd member restarted then failed with "address already in use".
 void wait_gone(pid_t pid) {
     const auto give_up = Clock::now() + std::chrono::seconds(60);
+    const std::string proc = "/proc/" + std::to_string(pid);
     while (Clock::now() < give_up) {
         if (::kill(pid, 0) != 0 && errno == ESRCH) return;
-        std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+        std::ifstream stat(proc + "/stat");
         std::string comm_end, state;
         std::getline(stat, comm_end, ')');
-        if (stat >> state && state == "Z") return;
+        if (stat >> state && state == "Z") {
+            std::error_code ec;
+            std::size_t threads = 0;
+            for (std::filesystem::directory_iterator it(proc + "/task", ec), end; !ec && it != end;
+                 it.increment(ec))
+                ++threads;
+            if (ec || threads <= 1) return;
+        }
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
 }

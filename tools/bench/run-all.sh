@@ -44,6 +44,14 @@ esac
 
 pids=()
 stop_all() {
+  # A failover that fails leaves the members it restarted only in DIR/nI.pid; each one is
+  # stopped while it still runs from that directory (a PID can be reused).
+  local f p
+  for f in "$out"/cluster-*/n[123].pid; do
+    [ -f "$f" ] || continue
+    p=$(cat "$f")
+    if grep -qaF "$(dirname "$f")" "/proc/$p/cmdline" 2>/dev/null; then pids+=("$p"); fi
+  done
   for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
   pids=()
 }
