@@ -226,7 +226,7 @@ class SlabPool {
     }
 
     // Plain pages, not huge ones: on the VMs dueq is measured on, the first write to a
-    // fresh huge page cost six times what the same bytes cost in 4 KiB pages (the host
+    // fresh huge page cost up to six times what the same bytes cost in 4 KiB pages (the host
     // backs a huge page, returned to it whenever free, anew), and slabs are fresh until
     // the first memtables are freed: with huge pages, a three-node put 64 x 1 run spent
     // 17% of the leader's storage thread zeroing them (docs/benchmarks.md).

@@ -1,8 +1,8 @@
 // first-touch: what the first write to fresh memory costs on this machine, in 4 KiB pages
-// and in transparent huge pages, beside rewriting memory already faulted in. On the VMs
-// dueq is measured on, a fresh huge page cost up to six times what the same bytes cost in
-// 4 KiB pages, because the host backs it anew; memtable slabs use plain pages for that
-// reason (src/storage/sorted_flush_memtable.cpp, docs/benchmarks.md).
+// and in transparent huge pages, beside memory the process gave back a moment before. On
+// the VMs dueq is measured on, a fresh huge page cost up to six times what the same bytes
+// cost in 4 KiB pages, because the host backs it anew; memtable slabs use plain pages for
+// that reason (src/storage/sorted_flush_memtable.cpp, docs/benchmarks.md).
 //
 //   first-touch [MIB] [ROUNDS]      defaults: 256 MiB, 3 rounds
 //
@@ -17,7 +17,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <string>
 
 namespace {
 
