@@ -58,7 +58,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   private:
     friend class Server;
-    void read_more();
+    void read_now();
+    void wait_readable();
     void consume();
     void resume_later();
     void flush_later();
@@ -78,7 +79,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     // reading and answering, so a client that never reads cannot grow the node's memory.
     std::size_t unsent_bytes_ = 0;
     std::size_t in_flight_ = 0;  // requests handed on, not answered yet
-    bool paused_ = false, resume_posted_ = false;
+    bool paused_ = false, resume_posted_ = false, waiting_ = false;
     static constexpr std::size_t kMaxUnsentBytes = 32u << 20;
     bool writing_ = false, flush_posted_ = false, open_ = true, closing_ = false;
     Clock::time_point last_activity_ = Clock::now();  // bytes read or an answer written

@@ -6,6 +6,7 @@
 #include <map>
 #include <random>
 #include <set>
+#include <thread>
 
 #include "node/support.h"
 
@@ -58,6 +59,43 @@ TEST_CASE("pipelined requests all get their own answer") {
     CHECK(*ids.rbegin() == 1000 + n - 1);
     auto stats = c.call("stats", 1, {{"queue", c.str("default")}});
     CHECK(stats.u("ready") == std::uint64_t(n));
+}
+
+// The node reads what a socket holds and then waits for more: a request that arrives in
+// pieces, with pauses between, must still be read to its end; one larger than the first
+// read buffer (16 KiB) fills it, and the rest must be read without another wake-up.
+TEST_CASE("requests arriving in pieces, and larger than the read buffer, are answered") {
+    TestNode node("pieces");
+    RawClient c(node.port());
+    const std::string small = c.frame("put", 1, {{"key", c.str("a")}, {"payload", c.obj(7)}});
+    for (char b : small) {
+        c.send_raw(std::string(1, b));
+        std::this_thread::sleep_for(2ms);
+    }
+    auto r = c.read(2s);
+    REQUIRE(r);
+    CHECK(r->ok());
+    CHECK(r->id() == 1);
+
+    const std::string big_payload(300'000, 'x');
+    const std::string big = c.frame("put", 2, {{"key", c.str("b")}, {"payload", c.str(big_payload)}});
+    const std::string ping = c.frame("ping", 3);
+    c.send_raw(big.substr(0, 1000));
+    std::this_thread::sleep_for(20ms);
+    c.send_raw(big.substr(1000) + ping);  // one write: the ping follows in the same bytes
+    std::set<std::uint64_t> ids;
+    for (int i = 0; i < 2; ++i) {
+        auto a = c.read(5s);
+        REQUIRE(a);
+        CHECK(a->ok());
+        ids.insert(a->id());
+    }
+    CHECK(ids == std::set<std::uint64_t>{2, 3});
+    auto got = c.call("get", 4, {{"key", c.str("b")}});
+    REQUIRE(got.ok());
+    std::map<std::string, msgpack::object> fields;
+    got.find("task")->convert(fields);
+    CHECK(fields.at("payload").as<std::string>() == big_payload);
 }
 
 TEST_CASE("a blocking take answers out of order and is woken by a put") {

@@ -106,14 +106,19 @@ void RawClient::send_raw(const std::string& bytes) {
     asio::write(socket_, asio::buffer(bytes));
 }
 
-void RawClient::send_frame(const std::string& body) {
+namespace {
+std::string with_length(const std::string& body) {
     const auto n = std::uint32_t(body.size());
-    std::string f{char(n >> 24), char(n >> 16), char(n >> 8), char(n)};
-    send_raw(f + body);
+    return std::string{char(n >> 24), char(n >> 16), char(n >> 8), char(n)} + body;
+}
+}  // namespace
+
+void RawClient::send_frame(const std::string& body) {
+    send_raw(with_length(body));
 }
 
-void RawClient::send(const std::string& op, std::uint64_t id,
-                     const std::map<std::string, msgpack::object>& fields) {
+std::string RawClient::frame(const std::string& op, std::uint64_t id,
+                             const std::map<std::string, msgpack::object>& fields) {
     msgpack::sbuffer b;
     msgpack::packer<msgpack::sbuffer> pk(b);
     pk.pack_map(std::uint32_t(2 + fields.size()));
@@ -125,7 +130,12 @@ void RawClient::send(const std::string& op, std::uint64_t id,
         pk.pack(k);
         pk.pack(v);
     }
-    send_frame(std::string(b.data(), b.size()));
+    return with_length(std::string(b.data(), b.size()));
+}
+
+void RawClient::send(const std::string& op, std::uint64_t id,
+                     const std::map<std::string, msgpack::object>& fields) {
+    send_raw(frame(op, id, fields));
 }
 
 bool RawClient::read_exact(char* buf, std::size_t n, std::chrono::milliseconds timeout) {

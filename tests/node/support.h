@@ -66,6 +66,9 @@ class RawClient {
     void send_frame(const std::string& body);  // length prefix + body
     void send(const std::string& op, std::uint64_t id,
               const std::map<std::string, msgpack::object>& fields = {});
+    // The bytes send() would write: length prefix and request map.
+    std::string frame(const std::string& op, std::uint64_t id,
+                      const std::map<std::string, msgpack::object>& fields = {});
     // Reads one response frame; nullopt if the connection closed or `timeout` passed.
     std::optional<Response> read(std::chrono::milliseconds timeout = std::chrono::seconds(5));
     Response call(const std::string& op, std::uint64_t id,
