@@ -78,7 +78,8 @@ TEST_CASE("requests arriving in pieces, and larger than the read buffer, are ans
     CHECK(r->id() == 1);
 
     const std::string big_payload(300'000, 'x');
-    const std::string big = c.frame("put", 2, {{"key", c.str("b")}, {"payload", c.str(big_payload)}});
+    const std::string big =
+        c.frame("put", 2, {{"key", c.str("b")}, {"payload", c.str(big_payload)}});
     const std::string ping = c.frame("ping", 3);
     c.send_raw(big.substr(0, 1000));
     std::this_thread::sleep_for(20ms);
