@@ -54,30 +54,40 @@ void PeerLink::connect(const tcp::endpoint& to) {
 }
 
 void PeerLink::start_reading() {
-    read_more();
+    boost::system::error_code ec;
+    socket_.non_blocking(true, ec);  // read_now's reads return would_block, never wait
+    if (ec) return close("non-blocking: " + ec.message());
+    read_now();
 }
 
-void PeerLink::read_more() {
-    if (!open_) return;
-    // Full: every complete frame was consumed, so a frame of at most frame_limit_ is
-    // still arriving. Grow towards it as its bytes come, never from its declared length.
-    if (in_len_ == in_.size()) {
-        const std::size_t want = std::min(in_.size() * 2, frame_limit_ + 4);
-        in_.resize(want > in_.size() ? want : in_.size() * 2);
+// Reads what the socket holds, then waits for readiness: a read that leaves room has
+// emptied the socket, so the next one would return EAGAIN (as net::Connection does).
+void PeerLink::read_now() {
+    while (open_) {
+        // Full: every complete frame was consumed, so a frame of at most frame_limit_ is
+        // still arriving. Grow towards it as its bytes come, never from its declared length.
+        if (in_len_ == in_.size()) {
+            const std::size_t want = std::min(in_.size() * 2, frame_limit_ + 4);
+            in_.resize(want > in_.size() ? want : in_.size() * 2);
+        }
+        const std::size_t room = in_.size() - in_len_;
+        boost::system::error_code ec;
+        const std::size_t n = socket_.read_some(asio::buffer(in_.data() + in_len_, room), ec);
+        if (ec == asio::error::would_block || ec == asio::error::try_again) break;
+        if (ec)
+            return close(ec == asio::error::eof ? "connection closed by peer" : ec.message());
+        in_len_ += n;
+        last_received_ = Clock::now();
+        consume();
+        if (n < room) break;
     }
-    socket_.async_read_some(
-        asio::buffer(in_.data() + in_len_, in_.size() - in_len_),
-        [self = shared_from_this()](boost::system::error_code ec, std::size_t n) {
-            if (!self->open_) return;
-            if (ec) {
-                return self->close(ec == asio::error::eof ? "connection closed by peer"
-                                                          : ec.message());
-            }
-            self->in_len_ += n;
-            self->last_received_ = Clock::now();
-            self->consume();
-            self->read_more();
-        });
+    if (!open_) return;
+    socket_.async_wait(tcp::socket::wait_read,
+                       [self = shared_from_this()](boost::system::error_code ec) {
+                           if (!self->open_) return;
+                           if (ec) return self->close(ec.message());
+                           self->read_now();
+                       });
 }
 
 void PeerLink::consume() {
@@ -94,7 +104,7 @@ void PeerLink::consume() {
                          remote_, len, frame_limit_);
             return close("frame of " + std::to_string(len) + " bytes over the limit");
         }
-        // The buffer grows in read_more as bytes arrive, never from a declared length.
+        // The buffer grows in read_now as bytes arrive, never from a declared length.
         if (in_len_ - pos < 4 + len) break;
         // The owner may close this link or stop the mesh here; `in_` stays intact.
         if (len > 0) owner->on_link_frame(self, std::string_view(in_.data() + pos + 4, len));

@@ -84,7 +84,7 @@ class PeerLink : public std::enable_shared_from_this<PeerLink> {
         std::array<unsigned char, 4> prefix;
         std::string payload;
     };
-    void read_more();
+    void read_now();
     void consume();
     void write_more();
     void on_written(boost::system::error_code ec);
