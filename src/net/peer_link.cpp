@@ -74,8 +74,7 @@ void PeerLink::read_now() {
         boost::system::error_code ec;
         const std::size_t n = socket_.read_some(asio::buffer(in_.data() + in_len_, room), ec);
         if (ec == asio::error::would_block || ec == asio::error::try_again) break;
-        if (ec)
-            return close(ec == asio::error::eof ? "connection closed by peer" : ec.message());
+        if (ec) return close(ec == asio::error::eof ? "connection closed by peer" : ec.message());
         in_len_ += n;
         last_received_ = Clock::now();
         consume();
