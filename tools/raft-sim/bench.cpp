@@ -32,6 +32,10 @@ int run_bench(std::uint64_t batch, std::uint64_t entries) {
         MemoryStorage& s = *storage[k];
         while (r.has_ready()) {
             Ready rd = r.ready();
+            // Step 0: what may leave before the write (the leader's appends), then the
+            // write, then what waits for it.
+            for (Message& m : rd.messages_before_persist)
+                net.push_back(std::move(m));
             if (rd.snapshot) s.apply_snapshot(*rd.snapshot);
             s.append(rd.entries);
             if (rd.hard_state) s.set_hard_state(*rd.hard_state);
@@ -74,7 +78,17 @@ int run_bench(std::uint64_t batch, std::uint64_t entries) {
     auto t0 = std::chrono::steady_clock::now();
     std::uint64_t proposals = 0, rounds = 0;
     Millis now = 1;
+    // A core that stops committing ends the run: no progress for this many rounds.
+    constexpr std::uint64_t kStallRounds = 1'000'000;
+    Index last_committed = start;
+    std::uint64_t last_progress = 0;
     while (leader.log().committed() < target) {
+        if (leader.log().committed() != last_committed) {
+            last_committed = leader.log().committed();
+            last_progress = rounds;
+        } else if (rounds - last_progress > kStallRounds) {
+            break;
+        }
         // Keep a bounded amount of work in flight (pipelining without unbounded memory).
         if (leader.log().last_index() - leader.log().committed() < 4096) {
             if (!leader.propose(std::span<const std::string>(payloads), now)) break;
@@ -97,5 +111,11 @@ int run_bench(std::uint64_t batch, std::uint64_t entries) {
         "(%.0f proposals/s); leader applied %llu\n",
         (unsigned long long)batch, committed, s, committed / s, static_cast<double>(proposals) / s,
         (unsigned long long)applied);
-    return leader.role() == Role::leader ? 0 : 1;
+    if (leader.role() != Role::leader || committed < static_cast<double>(entries)) {
+        std::fprintf(stderr, "bench: %.0f of %llu entries committed; the leader %s\n", committed,
+                     (unsigned long long)entries,
+                     leader.role() == Role::leader ? "still leads" : "lost its leadership");
+        return 1;
+    }
+    return 0;
 }
