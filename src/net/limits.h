@@ -27,4 +27,8 @@ struct Limits {
     int max_depth = 32;
 };
 
+// Reads a socket gets in one turn of the event loop while a sender keeps the buffer full
+// (client connections and peer links); then it waits its turn behind the others.
+constexpr int kReadsPerTurn = 4;
+
 }  // namespace dueq::net

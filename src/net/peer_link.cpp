@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "net/buffer_view.h"
+#include "net/limits.h"
 #include "net/peer_handshake.h"
 
 namespace dueq::net {
@@ -63,7 +64,9 @@ void PeerLink::start_reading() {
 // Reads what the socket holds, then waits for readiness: a read that leaves room has
 // emptied the socket, so the next one would return EAGAIN (as net::Connection does).
 void PeerLink::read_now() {
-    while (open_) {
+    // A peer that keeps the buffer full gets a few reads, then waits its turn behind the
+    // mesh's timers and the other sockets (the wait completes at once while bytes wait).
+    for (int reads = 0; reads < kReadsPerTurn && open_; ++reads) {
         // Full: every complete frame was consumed, so a frame of at most frame_limit_ is
         // still arriving. Grow towards it as its bytes come, never from its declared length.
         if (in_len_ == in_.size()) {
