@@ -64,7 +64,7 @@ void Connection::start() {
 // before it waits: a client that sends its next request only after the answer (64 x 1)
 // would cost a read returning EAGAIN per request. Here a read that leaves room in the
 // buffer has emptied the socket, so the next read waits first. A wait costs an epoll_ctl
-// instead, which measured cheaper (get 64 x 1: 10-16% more gets a second).
+// instead, which measured cheaper (get 64 x 1: 3-16% more gets a second).
 void Connection::read_now() {
     // A sender that keeps the buffer full gets a few reads, then waits its turn behind the
     // other sockets and timers (a wait on a socket that holds bytes completes at once).
