@@ -25,8 +25,9 @@ struct FrameBuffer {
 class FrameBuilder {
   public:
     // Most answers fit in 64 bytes: one allocation, not the string's growth through it.
-    FrameBuilder() : pk_(buf_) {
-        buf_.bytes.reserve(64);
+    // An answer that carries a task asks for room for its key and payload as well.
+    explicit FrameBuilder(std::size_t reserve = 64) : pk_(buf_) {
+        buf_.bytes.reserve(reserve);
         buf_.bytes.assign(4, '\0');
     }
 

@@ -8,6 +8,7 @@
 
 #include "net/buffer_view.h"
 #include "net/frame.h"
+#include "net/write_now.h"
 
 namespace dueq::net {
 
@@ -195,6 +196,8 @@ void Connection::write_more() {
     out_bufs_.clear();  // its capacity stays: no allocation per write
     for (const auto& f : out_flight_)
         out_bufs_.emplace_back(asio::buffer(f));
+    boost::system::error_code ec;
+    if (!write_now(socket_, out_bufs_, ec) || out_bufs_.empty()) return on_written(ec);
     asio::async_write(socket_, BufferView{&out_bufs_},
                       [self = shared_from_this()](boost::system::error_code ec, std::size_t) {
                           self->on_written(ec);
@@ -234,9 +237,11 @@ void Connection::check_deadlines(Clock::time_point now) {
     }
 }
 
+// Closes from the event loop, not from inside a frame handler: write_more may finish
+// the write, and with it the connection, before it returns.
 void Connection::close_after_send() {
     closing_ = true;
-    if (!writing_) write_more();  // closes once the queue is written, or now if it is empty
+    if (!writing_) flush_later();  // closes once the queue is written, or then if it is empty
 }
 
 void Connection::close() {

@@ -10,7 +10,7 @@ namespace dueq::node {
 using net::FrameBuilder;
 
 std::string get_reply(std::uint64_t id, const queue::TaskView& t) {
-    FrameBuilder f;
+    FrameBuilder f(160 + t.key.size() + t.payload.size());  // the field names and numbers: < 160
     f.begin_ok(id, 1);
     f.key("task");
     const bool taken = t.status == queue::Status::taken;
@@ -187,7 +187,10 @@ void take_fields(FrameBuilder& f, const std::vector<queue::TakenTask>& tasks) {
 
 std::string result_reply(std::uint64_t id, const queue::Command& cmd, const queue::Result& r) {
     if (!r.ok()) return net::error_frame(id, r.code, r.message);
-    FrameBuilder f;
+    std::size_t room = 64;  // a take's answer carries its tasks: room for them up front
+    for (const auto& t : r.tasks)
+        room += 96 + t.key.size() + t.payload.size();
+    FrameBuilder f(room);
     std::visit(
         [&](const auto& c) {
             using C = std::decay_t<decltype(c)>;
