@@ -9,8 +9,17 @@ namespace dueq::node {
 
 using net::FrameBuilder;
 
+namespace {
+// Room asked for up front, so that an answer is one allocation: its header ({"id", "ok"})
+// fits in the first, and each task it carries in the second plus its key and payload.
+constexpr std::size_t kAnswerBytes = 64, kTaskFieldBytes = 112;
+std::size_t task_room(std::size_t key_bytes, std::size_t payload_bytes) {
+    return kTaskFieldBytes + key_bytes + payload_bytes;
+}
+}  // namespace
+
 std::string get_reply(std::uint64_t id, const queue::TaskView& t) {
-    FrameBuilder f(160 + t.key.size() + t.payload.size());  // the field names and numbers: < 160
+    FrameBuilder f(kAnswerBytes + task_room(t.key.size(), t.payload.size()));
     f.begin_ok(id, 1);
     f.key("task");
     const bool taken = t.status == queue::Status::taken;
@@ -187,9 +196,9 @@ void take_fields(FrameBuilder& f, const std::vector<queue::TakenTask>& tasks) {
 
 std::string result_reply(std::uint64_t id, const queue::Command& cmd, const queue::Result& r) {
     if (!r.ok()) return net::error_frame(id, r.code, r.message);
-    std::size_t room = 64;  // a take's answer carries its tasks: room for them up front
+    std::size_t room = kAnswerBytes;  // a take's answer carries its tasks
     for (const auto& t : r.tasks)
-        room += 96 + t.key.size() + t.payload.size();
+        room += task_room(t.key.size(), t.payload.size());
     FrameBuilder f(room);
     std::visit(
         [&](const auto& c) {

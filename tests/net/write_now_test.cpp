@@ -62,6 +62,13 @@ std::string rest_of(const std::vector<asio::const_buffer>& bufs) {
     return rest;
 }
 
+// write_now on `bufs`, which must succeed.
+void write_ok(SocketPair& s, std::vector<asio::const_buffer>& bufs) {
+    boost::system::error_code ec;
+    REQUIRE(write_now(s.writer, bufs, ec));
+    CHECK_FALSE(ec);
+}
+
 }  // namespace
 
 TEST_CASE("write_now sends more than 64 buffers whole when they fit") {
@@ -70,9 +77,7 @@ TEST_CASE("write_now sends more than 64 buffers whole when they fit") {
     parts.insert(parts.begin() + 70, std::string());  // an empty one in the middle
     parts.emplace_back();                             // and one at the end
     auto bufs = buffers_of(parts);
-    boost::system::error_code ec;
-    REQUIRE(write_now(s.writer, bufs, ec));
-    CHECK_FALSE(ec);
+    write_ok(s, bufs);
     CHECK(bufs.empty());
     const auto all = joined(parts);
     CHECK(s.read(all.size()) == all);
@@ -82,9 +87,7 @@ TEST_CASE("write_now leaves exactly the unsent tail when the socket buffer fills
     SocketPair s;
     const auto parts = pieces(100, 10'000);  // 1 MB: more than the socket takes at once
     auto bufs = buffers_of(parts);
-    boost::system::error_code ec;
-    REQUIRE(write_now(s.writer, bufs, ec));
-    CHECK_FALSE(ec);
+    write_ok(s, bufs);
     REQUIRE_FALSE(bufs.empty());
     const auto all = joined(parts);
     const auto rest = rest_of(bufs);
@@ -94,8 +97,7 @@ TEST_CASE("write_now leaves exactly the unsent tail when the socket buffer fills
 
     // Again, on a socket that is full or nearly so: it takes a piece of the rest at most,
     // from its front, and reports no error.
-    REQUIRE(write_now(s.writer, bufs, ec));
-    CHECK_FALSE(ec);
+    write_ok(s, bufs);
     const auto rest2 = rest_of(bufs);
     CHECK(rest2.size() <= rest.size());
     CHECK(rest.substr(rest.size() - rest2.size()) == rest2);
