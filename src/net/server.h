@@ -25,6 +25,7 @@
 
 #include "net/limits.h"
 #include "net/log_limiter.h"
+#include "net/readable_set.h"
 
 namespace dueq::net {
 
@@ -59,7 +60,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   private:
     friend class Server;
     void read_now();
-    void wait_readable();
+    void read_later();
     void consume();
     void resume_later();
     void flush_later();
@@ -79,7 +80,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     // reading and answering, so a client that never reads cannot grow the node's memory.
     std::size_t unsent_bytes_ = 0;
     std::size_t in_flight_ = 0;  // requests handed on, not answered yet
-    bool paused_ = false, resume_posted_ = false, waiting_ = false;
+    bool paused_ = false, resume_posted_ = false, read_posted_ = false;
     static constexpr std::size_t kMaxUnsentBytes = 32u << 20;
     bool writing_ = false, flush_posted_ = false, open_ = true, closing_ = false;
     Clock::time_point last_activity_ = Clock::now();  // bytes read or an answer written
@@ -98,6 +99,7 @@ class Server {
 
   private:
     void accept();
+    void on_readable(Connection* key);
     void refuse(boost::asio::ip::tcp::socket& socket, const std::string& address,
                 const std::string& why);
     void arm_sweep();
@@ -109,6 +111,7 @@ class Server {
     Connection::FrameHandler on_frame_;
     Connection::CloseHandler on_close_;
     std::shared_ptr<ConnectionRegistry> registry_;
+    ReadableSet readable_;
     LogLimiter refusal_log_{std::chrono::minutes(1)};
     bool stopped_ = false;
 };
