@@ -162,3 +162,34 @@ TEST_CASE("a readable set reports new bytes once per arrival, and nothing once r
     CHECK(reported.size() == 2);
     CHECK_FALSE(set.add(a_in.native_handle(), &a_key));
 }
+
+TEST_CASE("more sockets readable at once than one drain takes are all read") {
+    asio::io_context io;
+    Limits limits;
+    std::size_t frames_seen = 0;
+    Server server(
+        io, "127.0.0.1:0", limits,
+        [&](const std::shared_ptr<Connection>& c, std::string_view body) {
+            ++frames_seen;
+            c->send(frame_of(std::string(body)));
+        },
+        nullptr);
+    // Accepted first, then every client sends before the loop runs again: 150 sockets
+    // become readable together, more than the 64 a drain takes.
+    constexpr std::size_t kClients = 150;
+    std::vector<tcp::socket> clients;
+    for (std::size_t i = 0; i < kClients; ++i) {
+        clients.emplace_back(io);
+        clients.back().connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), server.port()));
+    }
+    REQUIRE(run_until(io, [&] { return server.connections() == kClients; }));
+    for (auto& c : clients)
+        asio::write(c, asio::buffer(frame_of("ping")));
+    REQUIRE(run_until(io, [&] { return frames_seen == kClients; }));
+    for (auto& c : clients) {
+        std::string answer(8, '\0');
+        asio::read(c, asio::buffer(answer));
+        CHECK(answer.substr(4) == "ping");
+    }
+    server.stop();
+}
