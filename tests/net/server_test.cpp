@@ -66,19 +66,27 @@ struct BurstClient {
     }
 };
 
+// Answers each frame with the first `echo_bytes` of its body.
+struct EchoServer {
+    asio::io_context io;
+    Limits limits;  // the server keeps a reference
+    std::size_t frames_seen = 0;
+    Server server;
+    explicit EchoServer(std::size_t echo_bytes)
+        : server(
+              io, "127.0.0.1:0", limits,
+              [this, echo_bytes](const std::shared_ptr<Connection>& c, std::string_view body) {
+                  ++frames_seen;
+                  c->send(frame_of(std::string(body.substr(0, echo_bytes))));
+              },
+              nullptr) {}
+};
+
 }  // namespace
 
 TEST_CASE("a burst larger than the reads of one turn is read to its end") {
-    asio::io_context io;
-    Limits limits;
-    std::size_t frames_seen = 0;
-    Server server(
-        io, "127.0.0.1:0", limits,
-        [&](const std::shared_ptr<Connection>& c, std::string_view body) {
-            ++frames_seen;
-            c->send(frame_of(std::string(body.substr(0, 8))));
-        },
-        nullptr);
+    EchoServer echo(8);
+    auto& [io, limits, frames_seen, server] = echo;
     // 4,000 frames of 1 kB: far more than kReadsPerTurn reads of the 16 kB buffer.
     constexpr std::size_t kFrames = 4000;
     std::string bytes;
@@ -164,16 +172,8 @@ TEST_CASE("a readable set reports new bytes once per arrival, and nothing once r
 }
 
 TEST_CASE("more sockets readable at once than one drain takes are all read") {
-    asio::io_context io;
-    Limits limits;
-    std::size_t frames_seen = 0;
-    Server server(
-        io, "127.0.0.1:0", limits,
-        [&](const std::shared_ptr<Connection>& c, std::string_view body) {
-            ++frames_seen;
-            c->send(frame_of(std::string(body)));
-        },
-        nullptr);
+    EchoServer echo(4);
+    auto& [io, limits, frames_seen, server] = echo;
     // Accepted first, then every client sends before the loop runs again: 150 sockets
     // become readable together, more than the 64 a drain takes.
     constexpr std::size_t kClients = 150;
