@@ -2,7 +2,6 @@
 
 #include <spdlog/spdlog.h>
 #include <sys/epoll.h>
-#include <unistd.h>
 
 #include <array>
 #include <cerrno>

@@ -69,6 +69,17 @@ void Connection::start() {
     read_now();
 }
 
+template <class Body>
+void Connection::post_once(bool& posted, Body body) {
+    if (posted) return;
+    posted = true;
+    // `posted` is a member of the connection `self` keeps alive.
+    asio::post(socket_.get_executor(), [self = shared_from_this(), &posted, body] {
+        posted = false;
+        body(*self);
+    });
+}
+
 // Reads what the socket holds. A read that leaves room in the buffer has emptied the
 // socket: the server's ReadableSet reports it again when more arrives. A sender that keeps
 // the buffer full gets a few reads, then waits its turn behind the other sockets and
@@ -95,12 +106,7 @@ void Connection::read_now() {
 
 // The socket may still hold bytes, and no new arrival may come to report them.
 void Connection::read_later() {
-    if (read_posted_) return;
-    read_posted_ = true;
-    asio::post(socket_.get_executor(), [self = shared_from_this()] {
-        self->read_posted_ = false;
-        self->read_now();
-    });
+    post_once(read_posted_, [](Connection& c) { c.read_now(); });
 }
 
 void Connection::consume() {
@@ -145,17 +151,14 @@ void Connection::consume() {
 // Resumes reading from the event loop, not from inside a frame handler (which runs
 // within consume()).
 void Connection::resume_later() {
-    if (resume_posted_) return;
-    resume_posted_ = true;
-    asio::post(socket_.get_executor(), [self = shared_from_this()] {
-        self->resume_posted_ = false;
-        if (!self->open_ || !self->paused_ || self->in_flight_ >= self->limits_.max_in_flight ||
-            self->unsent_bytes_ > kMaxUnsentBytes / 2)
+    post_once(resume_posted_, [](Connection& c) {
+        if (!c.open_ || !c.paused_ || c.in_flight_ >= c.limits_.max_in_flight ||
+            c.unsent_bytes_ > kMaxUnsentBytes / 2)
             return;
-        self->paused_ = false;
-        if (self->in_len_ > 0) self->partial_since_ = Clock::now();
-        self->consume();
-        self->read_now();
+        c.paused_ = false;
+        if (c.in_len_ > 0) c.partial_since_ = Clock::now();
+        c.consume();
+        c.read_now();
     });
 }
 
@@ -178,11 +181,8 @@ void Connection::send(std::string frame) {
 // Answers come in bursts: one applied batch answers many requests of a pipelining
 // client. Writing once the burst is over sends them in one system call, not one each.
 void Connection::flush_later() {
-    if (flush_posted_) return;
-    flush_posted_ = true;
-    asio::post(socket_.get_executor(), [self = shared_from_this()] {
-        self->flush_posted_ = false;
-        if (self->open_ && !self->writing_) self->write_more();
+    post_once(flush_posted_, [](Connection& c) {
+        if (c.open_ && !c.writing_) c.write_more();
     });
 }
 

@@ -59,6 +59,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   private:
     friend class Server;
+    // Runs body(*this) once from the event loop, however often asked while `posted`.
+    template <class Body>
+    void post_once(bool& posted, Body body);
     void read_now();
     void read_later();
     void consume();
