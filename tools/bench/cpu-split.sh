@@ -25,7 +25,7 @@ if [ $# -lt 3 ] || [ $# -gt 4 ] || [ "$1" = -h ] || [ "$1" = --help ]; then
   [ "${1:-}" = -h ] || [ "${1:-}" = --help ] && exit 0 || exit 2
 fi
 scenario=$1 conns=$2 depth=$3 fsync=${4:-never}
-case $fsync in never) wal=write ;; always) wal=fsync ;; *) echo "FSYNC must be never or always" >&2; exit 2 ;; esac
+case $fsync in never) wal="write" ;; always) wal="fsync" ;; *) echo "FSYNC must be never or always" >&2; exit 2 ;; esac
 secs=${SECS:-12} measure=${MEASURE_S:-6} keys=${KEYS:-100000}
 if [ "$measure" -ge "$secs" ]; then echo "MEASURE_S must be below SECS" >&2; exit 2; fi
 bench=$root/${BUILD_DIR:-build}/tools/bench/dueq-bench
