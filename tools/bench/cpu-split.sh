@@ -49,6 +49,7 @@ pids+=("$("$root/tools/bench/peers/tarantool.sh" "$dir/tarantool" 3391 "$wal" 20
 declare -A server_pid=([dueq]=${pids[0]} [tarantool]=${pids[1]}) addr=([dueq]=127.0.0.1:7791 [tarantool]=127.0.0.1:3391)
 ticks() { awk '{print $14, $15}' "/proc/$1/stat"; }  # user and system clock ticks so far
 hz=$(getconf CLK_TCK)
+per_op() { echo "scale=3; ($2 - $1) * 1000000 / $hz / $measure / $3" | bc; }  # ticks, ticks, ops/s
 declare -A rate su ss cu cs
 for system in dueq tarantool; do
   "$bench" "$scenario" -b "$system" -a "${addr[$system]}" -c "$conns" -d "$depth" --warmup 2 \
@@ -65,9 +66,14 @@ for system in dueq tarantool; do
   # The last result is the measured run (a preload may come before it); its ops are
   # the scenario's main ones: in `mixed`, gets, puts and refreshes together.
   rate[$system]=$(python3 -c 'import json,sys; print(round(json.load(open(sys.argv[1]))["results"][-1]["ops_per_s"]))' "$dir/$system.json")
-  per_op() { echo "scale=3; ($2 - $1) * 1000000 / $hz / $measure / ${rate[$system]}" | bc; }
-  su[$system]=$(per_op "$su0" "$su1") ss[$system]=$(per_op "$ss0" "$ss1")
-  cu[$system]=$(per_op "$cu0" "$cu1") cs[$system]=$(per_op "$cs0" "$cs1")
+  if [ "${rate[$system]}" -le 0 ]; then
+    echo "dueq-bench measured no operations against $system: see $dir/$system.json" >&2
+    made_dir=  # keep it for the reader
+    exit 1
+  fi
+  r=${rate[$system]}
+  su[$system]=$(per_op "$su0" "$su1" "$r") ss[$system]=$(per_op "$ss0" "$ss1" "$r")
+  cu[$system]=$(per_op "$cu0" "$cu1" "$r") cs[$system]=$(per_op "$cs0" "$cs1" "$r")
   printf '%-9s %s %sx%s %s: %8s ops/s   server user %6s sys %6s   client user %6s sys %6s  us/op\n' \
     "$system" "$scenario" "$conns" "$depth" "$fsync" "${rate[$system]}" "${su[$system]}" \
     "${ss[$system]}" "${cu[$system]}" "${cs[$system]}"
