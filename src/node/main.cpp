@@ -46,7 +46,8 @@ int main(int argc, char** argv) {
                    "keys of other shards are served here instead of forwarded; merge_dropped: no "
                    "write of autonomous mode is ever merged) or of the Raft core "
                    "(apply_uncommitted, commit_prior_term, vote_before_persist, "
-                   "vote_for_stale_log, ack_before_persist); docs/simulation.md; needs a "
+                   "vote_for_stale_log, ack_before_persist) or of the task store "
+                   "(fork_put_below_deletion, merge_older_finish_wins); docs/simulation.md; needs a "
                    "build with DUEQ_PLANTED_BUGS");
     bool power_cut = false;
     app.add_flag("--power-cut", power_cut,

@@ -88,6 +88,14 @@ struct OverlayRecord {
 std::string encode_overlay_record(const OverlayRecord& r);
 std::optional<OverlayRecord> decode_overlay_record(std::string_view bytes);
 
+// Defects of the store that the simulator must catch (tests/sim/planted_bugs_test.cpp).
+// Store::plant selects one; it acts only in builds with DUEQ_PLANTED_BUGS.
+enum class StoreDefect : std::uint8_t {
+    none,
+    fork_put_below_deletion,  // a put in a fork ignores the fork's own deletion of the key
+    merge_older_finish_wins,  // a merged finished task wins even when older than the key
+};
+
 class Store {
   public:
     explicit Store(StoreLimits limits = {});
@@ -139,6 +147,9 @@ class Store {
     // hash buckets), by its own accounting.
     std::size_t overhead_bytes() const;
 
+    // Test builds only (see StoreDefect); a no-op in others.
+    void plant(StoreDefect defect);
+
     // ---- autonomous mode (docs/autonomy.md) ----
 
     // Starts a fork: from now on the store is this node's own, cut-off view. Commands
@@ -150,7 +161,8 @@ class Store {
     bool fork(LeaseId lease_base);
     bool forked() const;
     // A deleted key is remembered (a tombstone) for its queue's retention_ms, so that a
-    // merge of an older write does not bring it back: the deletion's hlc, if it is.
+    // merge of an older write does not bring it back: the deletion's hlc, if it is. While
+    // forked, a deletion the fork made counts too.
     std::optional<std::uint64_t> tombstone_hlc(std::string_view queue, std::string_view key) const;
     // Calls `fn` once for every (queue, key) the fork changed since the last call.
     void drain_fork(const std::function<void(std::string_view queue, std::string_view key,

@@ -87,9 +87,8 @@ bool Store::forked() const {
 std::optional<std::uint64_t> Store::tombstone_hlc(std::string_view queue,
                                                   std::string_view key) const {
     const Queue* q = impl_->find_queue(queue);
-    const detail::Tombstone* t = q ? impl_->tombstone_of(q->id, key) : nullptr;
-    if (!t || impl_->table.find(q->id, key)) return std::nullopt;
-    return t->hlc;
+    if (q == nullptr || impl_->table.find(q->id, key)) return std::nullopt;
+    return impl_->deletion_hlc(q->id, key);
 }
 
 void Store::drain_fork(const std::function<void(std::string_view queue, std::string_view key,

@@ -115,6 +115,7 @@ struct ForkJournal {
 struct StoreState {
     TaskArena arena;  // first member: outlives every task
     StoreLimits limits;
+    StoreDefect planted = StoreDefect::none;  // set only in DUEQ_PLANTED_BUGS builds
     DeclaredSettings declared_defaults;  // Declare of kDefaultsQueue; persisted in meta
 
     std::map<std::string, std::unique_ptr<Queue>, std::less<>> queues_by_name;
@@ -178,6 +179,9 @@ struct StoreState {
     }
     void journal(std::uint16_t queue_id, std::string_view key, const Task* t);
     const Tombstone* tombstone_of(std::uint16_t queue_id, std::string_view key) const;
+    // The stamp of the key's latest deletion that is still remembered: while forked, the
+    // fork's own deletion (kept in its journal, not as a tombstone) comes first.
+    std::optional<std::uint64_t> deletion_hlc(std::uint16_t queue_id, std::string_view key) const;
     // Records (or replaces) the tombstone of a key and lists the key as changed.
     void set_tombstone(std::uint16_t queue_id, std::string_view key, Tombstone t);
     void clear_tombstone(std::uint16_t queue_id, std::string_view key);

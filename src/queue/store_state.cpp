@@ -216,6 +216,16 @@ const detail::Tombstone* detail::StoreState::tombstone_of(std::uint16_t queue_id
     return it == tombstones.end() ? nullptr : &it->second;
 }
 
+std::optional<std::uint64_t> detail::StoreState::deletion_hlc(std::uint16_t queue_id,
+                                                             std::string_view key) const {
+    if (fork && !fork->deleted_at.empty() && planted != StoreDefect::fork_put_below_deletion) {
+        auto it = fork->deleted_at.find({queue_id, std::string(key)});
+        if (it != fork->deleted_at.end()) return it->second;
+    }
+    if (const Tombstone* t = tombstone_of(queue_id, key)) return t->hlc;
+    return std::nullopt;
+}
+
 void detail::StoreState::set_tombstone(std::uint16_t queue_id, std::string_view key, Tombstone t) {
     clear_tombstone(queue_id, key);
     tombstones[{queue_id, std::string(key)}] = t;

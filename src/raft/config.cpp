@@ -26,6 +26,10 @@ std::string_view to_string(PlantedBug b) {
             return "reply_before_commit";
         case PlantedBug::merge_dropped:
             return "merge_dropped";
+        case PlantedBug::fork_put_below_deletion:
+            return "fork_put_below_deletion";
+        case PlantedBug::merge_older_finish_wins:
+            return "merge_older_finish_wins";
         case PlantedBug::shard_serves_every_key:
             return "shard_serves_every_key";
     }
@@ -37,7 +41,8 @@ bool parse_planted_bug(std::string_view name, PlantedBug& out) {
                    PlantedBug::vote_before_persist, PlantedBug::apply_uncommitted,
                    PlantedBug::ack_before_persist, PlantedBug::shell_applies_uncommitted,
                    PlantedBug::lease_from_local_clock, PlantedBug::reply_before_commit,
-                   PlantedBug::merge_dropped, PlantedBug::shard_serves_every_key}) {
+                   PlantedBug::merge_dropped, PlantedBug::fork_put_below_deletion,
+                   PlantedBug::merge_older_finish_wins, PlantedBug::shard_serves_every_key}) {
         if (to_string(b) == name) {
             out = b;
             return true;

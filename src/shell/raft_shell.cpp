@@ -20,6 +20,7 @@ RaftShell::~RaftShell() = default;
 std::optional<std::string> RaftShell::start(const storage::Loaded& loaded,
                                             std::unique_ptr<queue::Store> store) {
     store_ = std::move(store);
+    plant_store_defect();
     // The durable log, mirrored in memory: base, entries, then the applied state as the
     // snapshot the core starts from (it hands out committed entries after it).
     log_.apply_snapshot(raft::Snapshot{loaded.base, {}});
@@ -38,6 +39,13 @@ std::optional<std::string> RaftShell::start(const storage::Loaded& loaded,
     raft_ = std::make_unique<raft::Raft>(cfg_.raft, log_);
     if (cfg_.members <= 1) raft_->campaign_now();  // alone: no one to wait for
     return std::nullopt;
+}
+
+void RaftShell::plant_store_defect() {
+    if (planted(raft::PlantedBug::fork_put_below_deletion))
+        store_->plant(queue::StoreDefect::fork_put_below_deletion);
+    if (planted(raft::PlantedBug::merge_older_finish_wins))
+        store_->plant(queue::StoreDefect::merge_older_finish_wins);
 }
 
 bool RaftShell::planted(raft::PlantedBug b) const {
@@ -465,6 +473,7 @@ void RaftShell::install_snapshot(raft::Ready& rd) {
     inflight_ticket_ = *ticket;
     // The store is replaced now; the core sees the snapshot once it is durable.
     store_ = std::move(received_store_);
+    plant_store_defect();
     store_->drain_changes([](auto, auto, const auto&) {});
     unwritten_ = storage::AppliedState{};
     log_.apply_snapshot(raft::Snapshot{meta, {}});

@@ -197,6 +197,7 @@ class RaftShell {
     void expire_proposals(std::int64_t now);
     void fail(const std::string& message);
     bool planted(raft::PlantedBug b) const;
+    void plant_store_defect();  // the store's planted defects (raft/config.h) go to store_
 
     ShellConfig cfg_;
     Storage& storage_;

@@ -438,3 +438,34 @@ TEST_CASE("a key deleted on the majority stays deleted unless the merged write i
     });
     CHECK_FALSE(gone.has_value());
 }
+
+// Simulator seed 5000352 (3 nodes, 60 s of faults): on a cut-off node whose clock runs
+// behind the key's stamps, a put after the fork's own deletion was stamped below that
+// deletion and below the node's earlier writes, so it lost merges it should have won.
+TEST_CASE("in a fork, a put after a deletion of its key is stamped above that deletion") {
+    Store majority(kApplyLimits);
+    Declare d{"auto"};
+    d.autonomous = true;
+    d.retention_ms = 60'000;
+    REQUIRE(majority.apply(d, T0).ok());
+    REQUIRE(majority.apply(Put{"auto", "k", "p", T0}, T0 + 5'000).ok());
+    drain(majority);
+    auto minority = copy_of(majority);
+    REQUIRE(minority->fork(kBase));
+    // The cut-off node's clock is seconds behind the stamp the majority gave the key.
+    REQUIRE(minority->apply(Put{"auto", "k", "refreshed", T0}, T0 + 1'000).ok());
+    const std::uint64_t written = minority->get("auto", "k")->hlc;
+    REQUIRE(minority->apply(Delete{"auto", "k"}, T0 + 1'000).ok());
+    const auto deleted = minority->tombstone_hlc("auto", "k");
+    REQUIRE(deleted.has_value());  // the fork's own deletion, though it keeps no tombstone
+    CHECK(*deleted > written);
+    REQUIRE(minority->apply(Put{"auto", "k", "again", T0}, T0 + 1'000).ok());
+    CHECK(minority->get("auto", "k")->hlc > *deleted);
+    CHECK_FALSE(minority->tombstone_hlc("auto", "k").has_value());  // the key is there
+    Overlay o;
+    drain_into(*minority, o);
+    CHECK(o.at({"auto", "k"}).hlc > *deleted);
+    // Merged, the last write of the cut-off node wins over the key's state before the cut.
+    REQUIRE(majority.apply(merges_of(o, 3).at(0), T0 + 6'000).merge == MergeOutcome::taken_over);
+    CHECK(majority.get("auto", "k")->payload == "again");
+}

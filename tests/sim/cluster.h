@@ -205,6 +205,15 @@ class Cluster {
     // it is stamped afresh). G4, checked at the end: the key's hlc is at least that.
     std::map<std::string, std::uint64_t> autonomous_writes_;
     std::map<std::string, std::uint64_t> removed_hlc_;  // per key, the newest removal's stamp
+    // Per node, the stamp its current fork last gave each key, in the order it answered:
+    // per key, stamps only grow (docs/autonomy.md), past the fork's own deletions too.
+    struct ForkStamps {
+        std::uint64_t incarnation = 0;
+        std::int64_t since = 0;  // Autonomy::mode_since() of the fork
+        std::map<std::string, std::uint64_t> last;
+    };
+    std::map<int, ForkStamps> fork_stamps_;
+    void check_fork_stamp(int k, const queue::Command& cmd, const queue::Result& r);
     void key_removed(const queue::Command& cmd, const queue::Result& r, const queue::Store& after);
     raft::Index removals_seen_ = 0;
     bool marker_acked_ = false;  // after healing: a put got through

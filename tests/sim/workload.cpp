@@ -194,16 +194,18 @@ void Cluster::check_live() {
             stats_.merges_taken_over += n->autonomy->totals().taken_over;
         }
         // G4: a write answered in autonomous mode is lost only to a newer write of its
-        // key (a later deletion may have removed the key: then nothing is judged).
+        // key. A removal (deletion or finish) as new as the write ended its judgement
+        // (key_removed); without one, the key must still be there.
         const queue::Store& store = nodes_[0]->shell->store();
         for (const auto& [key, hlc] : autonomous_writes_) {
             auto t = store.get(kQueue, key);
-            if (t && t->hlc < hlc)
+            if (!t || t->hlc < hlc)
                 return checker_->fail("G4: a write of " + kQueue + "/" + key +
-                                      " answered in "
-                                      "autonomous mode (hlc " +
-                                      std::to_string(hlc) + ") is lost: the task's hlc is " +
-                                      std::to_string(t->hlc));
+                                      " answered in autonomous mode (hlc " +
+                                      std::to_string(hlc) + ") is lost: " +
+                                      (t ? "the task's hlc is " + std::to_string(t->hlc)
+                                         : std::string("the key is gone, and no removal is "
+                                                       "as new as the write")));
         }
         stats_.heal_to_live_ms = (now_ - healed_at_) / 1000;
         done_ = true;
