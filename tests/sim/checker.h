@@ -93,6 +93,7 @@ class Checker {
     std::map<std::pair<raft::NodeId, raft::Term>, raft::NodeId> votes_;  // granted
     std::map<std::pair<raft::NodeId, raft::Term>, raft::NodeId> durable_votes_;  // persisted
     std::vector<raft::Term> committed_{0};                          // index -> term (0: unknown)
+    std::vector<raft::Term> commit_term_{0};  // index -> the term it was committed in (0: unknown)
     std::vector<Applied> applied_{{0, 0}};                          // index -> first application
     std::unordered_map<LogKey, LogValue, LogKeyHash> log_entries_;  // log matching
     std::string failure_;
