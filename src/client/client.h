@@ -74,7 +74,7 @@ struct ClientOptions {
     bool say_hello = true;
     std::optional<std::string> token;  // sent in the automatic hello
     // Responses larger than this close the connection (a server never sends one).
-    std::size_t max_frame_bytes = 16u << 20;
+    std::size_t max_frame_bytes = limits::kMaxFrameBytes.dflt;
 };
 
 struct CallOptions {

@@ -14,11 +14,12 @@
 
 #include "client/messages.h"
 #include "client/status.h"
+#include "wire/limits.h"
 
 namespace dueq::client {
 
 inline constexpr std::size_t kFrameHeaderBytes = 4;
-inline constexpr std::size_t kDefaultMaxFrameBytes = 16u << 20;
+inline constexpr std::size_t kDefaultMaxFrameBytes = limits::kMaxFrameBytes.dflt;
 
 struct DecodeLimits {
     std::size_t max_frame_bytes = kDefaultMaxFrameBytes;

@@ -8,11 +8,12 @@
 #include <string_view>
 
 #include "client/status.h"
+#include "wire/limits.h"
 
 namespace dueq::client {
 
 struct MsgpackLimits {
-    std::size_t max_depth = 32;  // containers nested deeper than this are refused
+    std::size_t max_depth = limits::kMaxDepth;  // containers nested deeper are refused
 };
 
 // Checks that `bytes` begins with one well-formed msgpack value. On success stores its

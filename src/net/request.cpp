@@ -30,7 +30,7 @@ constexpr std::array<std::pair<std::string_view, Op>, 15> kOps{{
     {"shards", Op::shards},
 }};
 
-constexpr std::int64_t kMaxTakeTimeoutMs = 86'400'000;
+using limits::kMaxTakeTimeoutMs;
 
 struct Fail {
     Code code;
@@ -56,7 +56,7 @@ struct Fields {
 // Reads one field into the request; returns a failure naming the field.
 std::optional<Fail> read_field(std::string_view name, const MsgValue& v, Fields& r,
                                const Limits& lim) {
-    auto bad_type = [&](const char* want) {
+    auto bad_type = [&](const std::string& want) {
         return Fail{Code::bad_request, "field '" + std::string(name) + "' must be " + want};
     };
     auto as_ms = [&](std::optional<std::int64_t>& out, bool non_negative) -> std::optional<Fail> {
@@ -98,7 +98,8 @@ std::optional<Fail> read_field(std::string_view name, const MsgValue& v, Fields&
         return as_ms(r.ttr_ms, true);
     } else if (name == "timeout_ms") {
         if (auto f = as_ms(r.timeout_ms, true)) return f;
-        if (*r.timeout_ms > kMaxTakeTimeoutMs) return bad_type("at most 86400000 (one day)");
+        if (*r.timeout_ms > kMaxTakeTimeoutMs)
+            return bad_type("at most " + std::to_string(kMaxTakeTimeoutMs) + " (one day)");
     } else if (name == "delay_ms") {
         return as_ms(r.delay_ms, true);
     } else if (name == "lead_ms") {

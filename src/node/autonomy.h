@@ -31,6 +31,7 @@
 #include "queue/store.h"
 #include "shell/raft_shell.h"
 #include "storage/writes.h"
+#include "wire/limits.h"
 
 namespace dueq::node {
 
@@ -40,7 +41,7 @@ struct AutonomySettings {
     std::size_t members = 1;
     std::size_t merge_batch = 256;        // Merge commands in flight at once
     std::int64_t merge_resend_ms = 3000;  // a Merge not seen applied by then is sent again
-    std::size_t max_waiting_takes = 100'000;
+    std::size_t max_waiting_takes = limits::kMaxWaitingTakes.dflt;
 };
 
 // Where overlay writes go; the completion comes back as Autonomy::on_persisted.

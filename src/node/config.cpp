@@ -3,6 +3,7 @@
 #include <toml++/toml.h>
 
 #include "net/server.h"
+#include "wire/limits.h"
 
 #include <filesystem>
 #include <fstream>
@@ -36,10 +37,10 @@ state_write_ms = 1000        # ... or this long after it was last written
 grace_ms = 5000     # how long a closed connection's tasks stay taken, waiting for a resume
 
 [limits]
-max_frame_bytes = 16777216
-max_key_bytes = 1024
-max_payload_bytes = 1048576
-max_take_count = 1000
+max_frame_bytes = )" + std::to_string(limits::kMaxFrameBytes.dflt) + R"(
+max_key_bytes = )" + std::to_string(limits::kMaxKeyBytes.dflt) + R"(
+max_payload_bytes = )" + std::to_string(limits::kMaxPayloadBytes.dflt) + R"(
+max_take_count = )" + std::to_string(limits::kMaxTakeCount.dflt) + R"(
 
 [queues.default]
 lead_ms = 0
@@ -315,30 +316,34 @@ Config parse_config(const std::string& text, const std::string& source) {
                 "max_in_flight", "frame_timeout_ms", "idle_timeout_ms"},
                source);
     auto& l = c.limits;
-    l.max_frame_bytes = get_int<std::size_t>(limits, "max_frame_bytes", l.max_frame_bytes, 1024,
-                                             1u << 30, "limits", source);
-    l.max_key_bytes =
-        get_int<std::size_t>(limits, "max_key_bytes", l.max_key_bytes, 1, 65535, "limits", source);
-    l.max_payload_bytes = get_int<std::size_t>(limits, "max_payload_bytes", l.max_payload_bytes, 1,
-                                               1u << 30, "limits", source);
-    l.max_waiting_takes = get_int<std::size_t>(limits, "max_waiting_takes", l.max_waiting_takes, 1,
-                                               100'000'000, "limits", source);
-    l.max_take_count = get_int<std::uint32_t>(limits, "max_take_count", l.max_take_count, 1,
-                                              1'000'000, "limits", source);
-    l.max_connections = get_int<std::size_t>(limits, "max_connections", l.max_connections, 1,
-                                             10'000'000, "limits", source);
-    l.max_connections_per_address =
-        get_int<std::size_t>(limits, "max_connections_per_address", l.max_connections_per_address,
-                             1, 10'000'000, "limits", source);
-    l.max_in_flight = get_int<std::size_t>(limits, "max_in_flight", l.max_in_flight, 1, 1'000'000,
-                                           "limits", source);
-    l.frame_timeout_ms = get_int<std::uint32_t>(limits, "frame_timeout_ms", l.frame_timeout_ms, 10,
-                                                3'600'000, "limits", source);
-    l.idle_timeout_ms = get_int<std::uint32_t>(limits, "idle_timeout_ms", l.idle_timeout_ms, 10,
-                                               86'400'000, "limits", source);
-    if (l.max_payload_bytes + l.max_key_bytes + 1024 > l.max_frame_bytes)
-        fail(source,
-             "[limits] max_frame_bytes must exceed max_payload_bytes + max_key_bytes + 1024");
+    auto limit = [&](const char* key, auto& field, const limits::Range& r) {
+        using T = std::remove_reference_t<decltype(field)>;
+        field = get_int<T>(limits, key, T(r.dflt), T(r.min), T(r.max), "limits", source);
+    };
+    limit("max_frame_bytes", l.max_frame_bytes, limits::kMaxFrameBytes);
+    limit("max_key_bytes", l.max_key_bytes, limits::kMaxKeyBytes);
+    // Accepted up to 1 GiB as before, and lowered to what a log record holds: an entry
+    // with a larger payload could not be read back (every replica would stop at it).
+    limit("max_payload_bytes", l.max_payload_bytes,
+          limits::Range{limits::kMaxPayloadBytes.dflt, limits::kMaxPayloadBytes.min,
+                        limits::kMaxPayloadBytesAccepted});
+    if (l.max_payload_bytes > limits::kMaxPayloadBytes.max) {
+        c.warnings.push_back("[limits] max_payload_bytes = " + std::to_string(l.max_payload_bytes) +
+                             " is more than a log record holds; using " +
+                             std::to_string(limits::kMaxPayloadBytes.max));
+        l.max_payload_bytes = limits::kMaxPayloadBytes.max;
+    }
+    limit("max_waiting_takes", l.max_waiting_takes, limits::kMaxWaitingTakes);
+    limit("max_take_count", l.max_take_count, limits::kMaxTakeCount);
+    limit("max_connections", l.max_connections, limits::kMaxConnections);
+    limit("max_connections_per_address", l.max_connections_per_address,
+          limits::kMaxConnectionsPerAddress);
+    limit("max_in_flight", l.max_in_flight, limits::kMaxInFlight);
+    limit("frame_timeout_ms", l.frame_timeout_ms, limits::kFrameTimeoutMs);
+    limit("idle_timeout_ms", l.idle_timeout_ms, limits::kIdleTimeoutMs);
+    if (l.max_payload_bytes + l.max_key_bytes + limits::kFrameOverheadBytes > l.max_frame_bytes)
+        fail(source, "[limits] max_frame_bytes must exceed max_payload_bytes + max_key_bytes + " +
+                         std::to_string(limits::kFrameOverheadBytes));
 
     if (auto q = root.get("queues")) {
         if (!q->is_table()) fail(source, "'queues' must be a table of tables");

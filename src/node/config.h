@@ -79,6 +79,8 @@ struct Config {
     std::string shard_name;
     std::string shard_map_file;
     net::Limits limits;
+    // What the parser changed and the node should say at start (spdlog::warn).
+    std::vector<std::string> warnings;
     queue::QueueSettings queue_defaults;
     std::map<std::string, queue::QueueSettings> queues;
 };

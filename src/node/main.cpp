@@ -89,6 +89,8 @@ int main(int argc, char** argv) {
     } else {
         spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ [" + config.node_id + "] %v");
     }
+    for (const auto& w : config.warnings)
+        spdlog::warn("{}", w);
 
     boost::asio::io_context io(1);
 #ifdef DUEQ_PLANTED_BUGS

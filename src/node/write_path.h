@@ -19,12 +19,13 @@
 #include "node/take_waiters.h"
 #include "queue/command.h"
 #include "shell/raft_shell.h"
+#include "wire/limits.h"
 
 namespace dueq::node {
 
 struct WritePathSettings {
-    std::uint32_t max_take_count = 1000;      // [limits]: a take asks for at most this many
-    std::size_t max_waiting_takes = 100'000;  // [limits]
+    std::uint32_t max_take_count = limits::kMaxTakeCount.dflt;  // [limits]: per take
+    std::size_t max_waiting_takes = limits::kMaxWaitingTakes.dflt;  // [limits]
     std::int64_t session_grace_ms = 5000;
     std::uint64_t node_bits = 1;      // low bits of this node's session ids
     std::uint64_t first_session = 0;  // session counter start (e.g. the clock << 12)

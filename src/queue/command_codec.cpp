@@ -304,11 +304,16 @@ std::optional<TaskName> peek_task_name(std::string_view bytes) {
     return name;
 }
 
+bool fits_log_record(std::string_view bytes) {
+    return bytes.size() <= limits::kRecordPayloadBytes || decode_command(bytes).has_value();
+}
+
 std::optional<Command> decode_command(std::string_view bytes) {
+    // A Merge carries a whole task record (its payload and a few fields) as one bin.
     const msgpack::unpack_limit limit(/*array=*/16, /*map=*/0,
-                                      /*str=*/detail::kMaxPayloadBytes,
-                                      /*bin=*/detail::kMaxPayloadBytes, /*ext=*/0,
-                                      /*depth=*/2);
+                                      /*str=*/limits::kRecordPayloadBytes,
+                                      /*bin=*/limits::kRecordPayloadBytes + limits::kRecordTaskBytes,
+                                      /*ext=*/0, /*depth=*/2);
     // Every replica decodes every entry it applies: a zone of its own per call cost a
     // chunk's allocation and a copy of each string, which the Command copies again.
     thread_local msgpack::zone zone;

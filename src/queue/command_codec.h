@@ -13,6 +13,10 @@ namespace dueq::queue {
 std::string encode_command(const Command& cmd);
 // nullopt if `bytes` is not a command this version understands (corrupt or newer).
 std::optional<Command> decode_command(std::string_view bytes);
+// True if a log entry of these bytes can be read back by decode_command (the leader
+// proposes nothing else: an entry no replica can read would stop each at its index).
+// Decodes only an entry larger than a record's largest payload.
+bool fits_log_record(std::string_view bytes);
 
 // The queue and key of a command that names a task (put, delete, touch, ack, release,
 // bury, merge), read without decoding it: a hint for loading memory ahead of applying

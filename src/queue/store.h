@@ -9,6 +9,8 @@
 #include <functional>
 #include <memory>
 #include <optional>
+
+#include "wire/limits.h"
 #include <string>
 #include <string_view>
 #include <vector>
@@ -63,15 +65,17 @@ inline constexpr std::string_view kDefaultsQueue = "";
 
 // Limits the store enforces on commands. A replicated store must use the same ones on
 // every replica: the node checks its configured [limits] before proposing, and applies
-// with kApplyLimits, the largest any config may set.
+// with kApplyLimits, the largest any config may set (what a log record holds).
 struct StoreLimits {
-    std::size_t max_key_bytes = 1024;
-    std::size_t max_payload_bytes = 1 << 20;
-    std::uint32_t max_take_count = 1000;
-    std::uint32_t max_kick_count = 100'000;
-    std::size_t max_queue_name_bytes = 256;
+    std::size_t max_key_bytes = limits::kMaxKeyBytes.dflt;
+    std::size_t max_payload_bytes = limits::kMaxPayloadBytes.dflt;
+    std::uint32_t max_take_count = limits::kMaxTakeCount.dflt;
+    std::uint32_t max_kick_count = limits::kMaxKickCount;
+    std::size_t max_queue_name_bytes = limits::kMaxQueueNameBytes;
 };
-inline constexpr StoreLimits kApplyLimits{65535, std::size_t(1) << 30, 1'000'000, 100'000, 256};
+inline constexpr StoreLimits kApplyLimits{limits::kMaxKeyBytes.max, limits::kMaxPayloadBytes.max,
+                                          limits::kMaxTakeCount.max, limits::kMaxKickCount,
+                                          limits::kMaxQueueNameBytes};
 
 // Lease ids a node grants in autonomous mode have this bit set (the majority's counter
 // never gets there), so a lease from one side of a partition never fences the other's.

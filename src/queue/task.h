@@ -24,6 +24,7 @@
 #include "queue/command.h"
 #include "queue/task_arena.h"
 #include "queue/task_tree.h"
+#include "wire/limits.h"
 
 namespace dueq::queue::detail {
 
@@ -34,9 +35,10 @@ inline Status status_of(State s) {
     return s == State::delayed ? Status::ready : static_cast<Status>(s);
 }
 
-// Hard ceilings of the record layout; StoreLimits may only be lower.
-inline constexpr std::size_t kMaxKeyBytes = 0xFFFF;
-inline constexpr std::size_t kMaxPayloadBytes = (std::size_t{1} << 27) - 1;
+// Hard ceilings of the record layout (a log record's, wire/limits.h); StoreLimits may
+// only be lower.
+inline constexpr std::size_t kMaxKeyBytes = limits::kRecordKeyBytes;
+inline constexpr std::size_t kMaxPayloadBytes = limits::kRecordPayloadBytes;
 inline constexpr std::uint32_t kMaxAttemptsCount = (1u << 24) - 1;  // attempts saturate here
 inline constexpr std::uint64_t kMaxVersion = (std::uint64_t{1} << 40) - 1;
 inline constexpr std::size_t kMaxQueues = 0xFFFF;

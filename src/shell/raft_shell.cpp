@@ -7,6 +7,7 @@
 
 #include "queue/command_codec.h"
 #include "raft/message_check.h"
+#include "wire/limits.h"
 
 namespace dueq::shell {
 
@@ -90,7 +91,16 @@ raft::Index RaftShell::propose(queue::Command cmd, std::int64_t now, Done done) 
                                                 : "this node is a follower");
         return 0;
     }
-    auto index = raft_->propose(queue::encode_command(cmd), raft::Millis(now));
+    std::string entry = queue::encode_command(cmd);
+    // Every replica must read back what is logged: an entry apply cannot decode would stop
+    // each of them at its index, on every restart too.
+    if (!queue::fits_log_record(entry)) {
+        answer(p, Code::too_large,
+               "the command is larger than a log record holds (" +
+                   std::to_string(limits::kRecordPayloadBytes) + " bytes of payload); not applied");
+        return 0;
+    }
+    auto index = raft_->propose(std::move(entry), raft::Millis(now));
     if (!index) {
         answer(p, index.error() == raft::Error::not_leader ? Code::not_leader : Code::unavailable,
                std::string("cannot propose: ") + std::string(raft::to_string(index.error())));

@@ -5,6 +5,7 @@
 #include <msgpack.hpp>
 
 #include "queue/command_codec.h"
+#include "queue/store.h"
 
 using namespace dueq::queue;
 
@@ -262,4 +263,41 @@ TEST_CASE("peek_task_name reads a command's queue and key, and nothing from othe
             const auto name = peek_task_name(c);
             if (name) CHECK(name->key.data() + name->key.size() <= c.data() + c.size());
         }
+}
+
+// The leader proposes only what every replica can read back (shell/raft_shell.cpp): a
+// command whose payload is over what a log record holds would stop each replica at its
+// index on every restart. A record of the largest payload, and a Merge of such a task, fit.
+TEST_CASE("fits_log_record: what decode_command reads back, up to the record ceiling",
+          "[queue][codec]") {
+    const std::size_t ceiling = dueq::limits::kRecordPayloadBytes;
+    CHECK(fits_log_record(encode_command(Put{"q", "k", std::string(1 << 20, 'p')})));
+    // A record's largest string holds a whole task (for a Merge): beyond that nothing decodes.
+    std::string over = encode_command(
+        Put{"q", "k", std::string(ceiling + dueq::limits::kRecordTaskBytes + 1, 'p')});
+    CHECK_FALSE(fits_log_record(over));
+    CHECK_FALSE(decode_command(over).has_value());
+    over.clear();
+    over.shrink_to_fit();
+    const std::string largest = encode_command(Put{"q", "k", std::string(ceiling, 'p')});
+    CHECK(fits_log_record(largest));
+    // A put whose payload is over the ceiling but still decodes is refused by apply, as
+    // every replica refuses it: an error, the same everywhere, not a log that stops.
+    {
+        Store one(kApplyLimits);
+        CHECK_FALSE(one.apply(Put{"q", "k", std::string(ceiling + 1, 'p'), 5}, 1).ok());
+        CHECK(one.task_count() == 0);
+    }
+
+    Store s(kApplyLimits);
+    REQUIRE(s.apply(Put{"q", std::string(kApplyLimits.max_key_bytes, 'k'),
+                        std::string(ceiling, 'p'), 5},
+                    1)
+                .ok());
+    std::string task;
+    s.for_each_task([&](auto, auto, std::string_view enc) { task = std::string(enc); });
+    REQUIRE(task.size() > ceiling);
+    const std::string merge = encode_command(Merge{"q", "k", task, 7, 0, 2});
+    CHECK(fits_log_record(merge));
+    CHECK(decode_command(merge).has_value());
 }
