@@ -11,7 +11,8 @@
 #
 # Environment: BUILD_DIR (build), OUT (results directory, default a new /tmp dir),
 # PAGE (where the page goes: docs/benchmarks.md after a full run of every part, else
-# "-", stdout), QUIET_LOAD and QUIET_WAIT_S (before measuring, wait at most
+# "-", stdout; a page written to a file keeps the old page's hand-kept tail, see the end),
+# QUIET_LOAD and QUIET_WAIT_S (before measuring, wait at most
 # QUIET_WAIT_S seconds, default 300 at full scale and 0 at small, for the 1-minute load
 # average to fall below QUIET_LOAD, default 0.5). Data directories live under OUT.
 # Every server it starts listens on 127.0.0.1 and is stopped by its PID on exit.
@@ -312,6 +313,13 @@ log "results in $out"
 if [ "$page" = - ]; then
   "$bench" report "$out"
 else
-  "$bench" report "$out" >"$page"
+  # The report renders the page down to "What is compared"; whatever the old page holds
+  # from the line $keep on (sections added by hand, each with its own run) is carried over.
+  keep='<!-- run-all.sh keeps what follows: the sections below are not rendered by dueq-bench report -->'
+  kept=
+  if [ -f "$page" ]; then kept=$(awk -v m="$keep" '$0 == m { on = 1 } on' "$page"); fi
+  "$bench" report "$out" >"$page.new"
+  if [ -n "$kept" ]; then printf '\n%s\n' "$kept" >>"$page.new"; fi
+  mv "$page.new" "$page"
   log "wrote $page"
 fi
