@@ -1,4 +1,6 @@
-// dueqd: one dueq node.
+// dueqd: one dueq node. Built a second time as dueqd-test (DUEQD_TEST_FLAGS), which also
+// takes the test-only flags --plant and --power-cut that the chaos harness and the tests
+// use; the dueqd a user runs has neither.
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
@@ -18,7 +20,7 @@
 #include "node/json_log.h"
 #include "node/node.h"
 #include "raft/config.h"
-#ifdef DUEQ_PLANTED_BUGS
+#ifdef DUEQD_TEST_FLAGS
 #include "storage/fault_fs.h"
 #endif
 
@@ -38,7 +40,9 @@ int main(int argc, char** argv) {
     app.add_option("--log-level", log_level,
                    "trace, debug, info, warn, error (overrides [log] level)");
     app.add_flag("--print-default-config", print_default, "print the built-in config and exit");
+#ifdef DUEQD_TEST_FLAGS
     std::string plant;
+    bool power_cut = false;
     app.add_option("--plant", plant,
                    "tests only: run with a deliberate defect of the Raft shell "
                    "(reply_before_commit: the leader answers writes before they commit; "
@@ -47,13 +51,12 @@ int main(int argc, char** argv) {
                    "write of autonomous mode is ever merged) or of the Raft core "
                    "(apply_uncommitted, commit_prior_term, vote_before_persist, "
                    "vote_for_stale_log, ack_before_persist) or of the task store "
-                   "(fork_put_below_deletion, merge_older_finish_wins); docs/simulation.md; needs a "
-                   "build with DUEQ_PLANTED_BUGS");
-    bool power_cut = false;
+                   "(fork_put_below_deletion, merge_older_finish_wins); docs/simulation.md");
     app.add_flag("--power-cut", power_cut,
                  "tests only: run RocksDB on a file system that tracks what was fsynced; "
                  "SIGUSR2 then cuts the power: everything not fsynced is lost and the process "
-                 "exits at once with status 137 (needs a build with DUEQ_PLANTED_BUGS)");
+                 "exits at once with status 137");
+#endif
     CLI11_PARSE(app, argc, argv);
 
     if (print_default) {
@@ -93,13 +96,13 @@ int main(int argc, char** argv) {
         spdlog::warn("{}", w);
 
     boost::asio::io_context io(1);
-#ifdef DUEQ_PLANTED_BUGS
+#ifdef DUEQD_TEST_FLAGS
     // Declared before the node, whose RocksDB runs on it until the node is destroyed, and
     // before the signal set below: it outlives every use of it.
     dueq::test::FaultEnv fault_env;
 #endif
     dueq::node::Node node(io, config);
-#ifdef DUEQ_PLANTED_BUGS
+#ifdef DUEQD_TEST_FLAGS
     boost::asio::signal_set power_switch(io);
     if (power_cut) {
         fault_env = dueq::test::make_fault_env();
@@ -121,14 +124,7 @@ int main(int argc, char** argv) {
         });
         spdlog::warn("--power-cut: RocksDB runs on the fault file system; SIGUSR2 cuts the power");
     }
-#else
-    if (power_cut) {
-        std::cerr << "dueqd: --power-cut needs a build with -DDUEQ_PLANTED_BUGS=ON\n";
-        return 2;
-    }
-#endif
     if (!plant.empty()) {
-#ifdef DUEQ_PLANTED_BUGS
         dueq::raft::PlantedBug raft_bug{};
         if (dueq::raft::parse_planted_bug(plant, raft_bug) &&
             raft_bug != dueq::raft::PlantedBug::none) {
@@ -138,11 +134,8 @@ int main(int argc, char** argv) {
             return 2;
         }
         spdlog::warn("running with the planted defect {}: never use this in production", plant);
-#else
-        std::cerr << "dueqd: --plant needs a build with -DDUEQ_PLANTED_BUGS=ON\n";
-        return 2;
-#endif
     }
+#endif
     // SIGHUP rereads the shard map file ([shard] map_file); a map the node cannot serve by
     // is refused with a log line and the old one stays. Connections are not touched.
     boost::asio::signal_set reload(io, SIGHUP);

@@ -1,5 +1,7 @@
 #include "cluster/cluster.h"
 
+#include <algorithm>
+
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -195,7 +197,17 @@ void Cluster::start(int i) {
         std::ofstream log(log_path(i), std::ios::app);
         log << "---- test harness: starting " << n.id << " at wall ms " << wall_ms() << "\n";
     }
-    n.process = std::make_unique<DueqdProcess>(DUEQD_BINARY, args, log_path(i));
+    // dueqd-test is dueqd with the test-only flags (--plant, --power-cut).
+    const bool test_flags = std::any_of(args.begin(), args.end(), [](const std::string& a) {
+        return a == "--plant" || a == "--power-cut";
+    });
+#ifdef DUEQD_TEST_BINARY
+    const char* binary = test_flags ? DUEQD_TEST_BINARY : DUEQD_BINARY;
+#else
+    REQUIRE_FALSE(test_flags);  // a build without DUEQ_PLANTED_BUGS has no dueqd-test
+    const char* binary = DUEQD_BINARY;
+#endif
+    n.process = std::make_unique<DueqdProcess>(binary, args, log_path(i));
     REQUIRE(n.process->port() == n.client_port);
 }
 

@@ -6,19 +6,12 @@
 #include <fstream>
 
 #include "node/config.h"
+#include "node/config_error.h"
 
-using dueq::node::ConfigError;
 using dueq::node::parse_config;
 
 namespace {
-std::string error_of(const std::string& toml) {
-    try {
-        parse_config(toml, "test.toml");
-    } catch (const ConfigError& e) {
-        return e.what();
-    }
-    return "";
-}
+const auto& error_of = dueq::test::config_error;
 }  // namespace
 
 TEST_CASE("the built-in config parses to the documented defaults") {

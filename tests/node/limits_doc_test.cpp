@@ -9,9 +9,9 @@
 #include <sstream>
 
 #include "node/config.h"
+#include "node/config_error.h"
 #include "wire/limits.h"
 
-using dueq::node::ConfigError;
 using dueq::node::parse_config;
 namespace limits = dueq::limits;
 
@@ -48,14 +48,7 @@ std::map<std::string, std::uint64_t> protocol_md_fixed(const std::string& text) 
     return rows;
 }
 
-std::string error_of(const std::string& toml) {
-    try {
-        parse_config(toml, "test.toml");
-    } catch (const ConfigError& e) {
-        return e.what();
-    }
-    return "";
-}
+const auto& error_of = dueq::test::config_error;
 
 }  // namespace
 

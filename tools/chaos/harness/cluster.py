@@ -283,7 +283,10 @@ ttr_ms = {self.ttr_ms}
         conf = os.path.join(self.dir, n, "dueqd.toml")
         with open(conf, "w") as f:
             f.write(self.config_text(n))
-        args = [self.binary("src/node/dueqd"), "--config", conf]
+        # dueqd-test is dueqd with the test-only flags; the product binary otherwise.
+        test_flags = self.power_cut or self.plant
+        args = [self.binary("src/node/dueqd-test" if test_flags else "src/node/dueqd"),
+                "--config", conf]
         if self.power_cut:
             args.append("--power-cut")
         if self.plant:
