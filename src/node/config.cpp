@@ -230,30 +230,18 @@ const std::string& default_config_text() {
     return kDefault;
 }
 
-Config parse_config(const std::string& text, const std::string& source) {
-    toml::table root;
-    try {
-        root = toml::parse(text, source);
-    } catch (const toml::parse_error& e) {
-        std::ostringstream msg;
-        msg << e.description() << " at line " << e.source().begin.line << ", column "
-            << e.source().begin.column;
-        fail(source, msg.str());
-    }
-    check_keys(root, "top level",
-               {"node", "cluster", "raft", "storage", "sessions", "limits", "queues", "log",
-                "admin", "shard"},
-               source);
-    Config c;
-    const toml::table empty;
-    auto section = [&](const char* name) -> const toml::table& {
-        auto n = root.get(name);
-        if (!n) return empty;
-        if (!n->is_table()) fail(source, std::string("'") + name + "' must be a table");
-        return *n->as_table();
-    };
+namespace {
 
-    const auto& node = section("node");
+const toml::table& section_of(const toml::table& root, const char* name,
+                              const std::string& source) {
+    static const toml::table empty;
+    auto n = root.get(name);
+    if (!n) return empty;
+    if (!n->is_table()) fail(source, std::string("'") + name + "' must be a table");
+    return *n->as_table();
+}
+
+void parse_node(const toml::table& node, Config& c, const std::string& source) {
     check_keys(node, "node",
                {"id", "client_listen", "client_advertise", "peer_listen", "data_dir", "auth_token",
                 "dial"},
@@ -266,11 +254,9 @@ Config parse_config(const std::string& text, const std::string& source) {
     c.data_dir = get_str(node, "data_dir", c.data_dir, "node", source);
     c.auth_token = get_str(node, "auth_token", "", "node", source);
     c.peer_listen = get_str(node, "peer_listen", "", "node", source);
-    parse_cluster(section("cluster"), c, source);
-    parse_dial(node, c, source);
-    parse_raft(section("raft"), c.raft, source);
+}
 
-    const auto& storage = section("storage");
+void parse_storage(const toml::table& storage, Config& c, const std::string& source) {
     check_keys(storage, "storage", {"fsync", "log_keep", "state_write_entries", "state_write_ms"},
                source);
     const auto fsync = get_str(storage, "fsync", "always", "storage", source);
@@ -283,13 +269,15 @@ Config parse_config(const std::string& text, const std::string& source) {
         storage, "state_write_entries", c.state_write_entries, 1, 10'000'000, "storage", source);
     c.state_write_ms = get_int<std::int64_t>(storage, "state_write_ms", c.state_write_ms, 0,
                                              3'600'000, "storage", source);
+}
 
-    const auto& sessions = section("sessions");
+// [sessions], [log], [admin] and [shard]: a few keys each.
+void parse_small_sections(const toml::table& root, Config& c, const std::string& source) {
+    const auto& sessions = section_of(root, "sessions", source);
     check_keys(sessions, "sessions", {"grace_ms"}, source);
     c.session_grace_ms = get_int<std::int64_t>(sessions, "grace_ms", c.session_grace_ms, 0,
                                                24LL * 3600 * 1000, "sessions", source);
-
-    const auto& log = section("log");
+    const auto& log = section_of(root, "log", source);
     check_keys(log, "log", {"level", "format", "slow_fsync_ms"}, source);
     c.log_level = get_str(log, "level", c.log_level, "log", source);
     c.log_format = get_str(log, "format", c.log_format, "log", source);
@@ -297,28 +285,27 @@ Config parse_config(const std::string& text, const std::string& source) {
         fail(source, "[log] format must be \"text\" or \"json\", not \"" + c.log_format + "\"");
     c.slow_fsync_ms = get_int<std::uint32_t>(log, "slow_fsync_ms", c.slow_fsync_ms, 0, 3'600'000,
                                              "log", source);
-
-    const auto& admin = section("admin");
+    const auto& admin = section_of(root, "admin", source);
     check_keys(admin, "admin", {"listen"}, source);
     c.admin_listen = get_str(admin, "listen", "", "admin", source);
-
-    const auto& shard = section("shard");
+    const auto& shard = section_of(root, "shard", source);
     check_keys(shard, "shard", {"name", "map_file"}, source);
     c.shard_name = get_str(shard, "name", "", "shard", source);
     c.shard_map_file = get_str(shard, "map_file", "", "shard", source);
     if (c.shard_name.empty() != c.shard_map_file.empty())
         fail(source, "[shard] needs both name and map_file");
+}
 
-    const auto& limits = section("limits");
-    check_keys(limits, "limits",
-               {"max_frame_bytes", "max_key_bytes", "max_payload_bytes", "max_take_count",
-                "max_waiting_takes", "max_connections", "max_connections_per_address",
-                "max_in_flight", "frame_timeout_ms", "idle_timeout_ms"},
-               source);
+// Keys, defaults and ranges from wire/limits.h.
+void parse_limits(const toml::table& t, Config& c, const std::string& source) {
+    std::set<std::string> keys;
+    for (const auto& l : limits::kConfigLimits)
+        keys.emplace(l.key);
+    check_keys(t, "limits", keys, source);
     auto& l = c.limits;
     auto limit = [&](const char* key, auto& field, const limits::Range& r) {
         using T = std::remove_reference_t<decltype(field)>;
-        field = get_int<T>(limits, key, T(r.dflt), T(r.min), T(r.max), "limits", source);
+        field = get_int<T>(t, key, T(r.dflt), T(r.min), T(r.max), "limits", source);
     };
     limit("max_frame_bytes", l.max_frame_bytes, limits::kMaxFrameBytes);
     limit("max_key_bytes", l.max_key_bytes, limits::kMaxKeyBytes);
@@ -344,22 +331,49 @@ Config parse_config(const std::string& text, const std::string& source) {
     if (l.max_payload_bytes + l.max_key_bytes + limits::kFrameOverheadBytes > l.max_frame_bytes)
         fail(source, "[limits] max_frame_bytes must exceed max_payload_bytes + max_key_bytes + " +
                          std::to_string(limits::kFrameOverheadBytes));
+}
 
-    if (auto q = root.get("queues")) {
-        if (!q->is_table()) fail(source, "'queues' must be a table of tables");
-        const auto& queues = *q->as_table();
-        // [queues.default] sets the defaults of every queue; other tables override them.
-        if (auto d = queues.get("default"); d && d->is_table())
-            c.queue_defaults =
-                parse_queue(*d->as_table(), c.queue_defaults, "queues.default", source);
-        for (const auto& [name, v] : queues) {
-            const std::string n(name.str());
-            if (!v.is_table()) fail(source, "[queues." + n + "] must be a table");
-            if (n.empty() || n.size() > l.max_queue_name_bytes)
-                fail(source, "queue name '" + n + "' is too long");
-            c.queues[n] = parse_queue(*v.as_table(), c.queue_defaults, "queues." + n, source);
-        }
+void parse_queues(const toml::node& q, Config& c, const std::string& source) {
+    if (!q.is_table()) fail(source, "'queues' must be a table of tables");
+    const auto& queues = *q.as_table();
+    // [queues.default] sets the defaults of every queue; other tables override them.
+    if (auto d = queues.get("default"); d && d->is_table())
+        c.queue_defaults = parse_queue(*d->as_table(), c.queue_defaults, "queues.default", source);
+    for (const auto& [name, v] : queues) {
+        const std::string n(name.str());
+        if (!v.is_table()) fail(source, "[queues." + n + "] must be a table");
+        if (n.empty() || n.size() > c.limits.max_queue_name_bytes)
+            fail(source, "queue name '" + n + "' is too long");
+        c.queues[n] = parse_queue(*v.as_table(), c.queue_defaults, "queues." + n, source);
     }
+}
+
+}  // namespace
+
+Config parse_config(const std::string& text, const std::string& source) {
+    toml::table root;
+    try {
+        root = toml::parse(text, source);
+    } catch (const toml::parse_error& e) {
+        std::ostringstream msg;
+        msg << e.description() << " at line " << e.source().begin.line << ", column "
+            << e.source().begin.column;
+        fail(source, msg.str());
+    }
+    check_keys(root, "top level",
+               {"node", "cluster", "raft", "storage", "sessions", "limits", "queues", "log",
+                "admin", "shard"},
+               source);
+    Config c;
+    const auto& node = section_of(root, "node", source);
+    parse_node(node, c, source);
+    parse_cluster(section_of(root, "cluster", source), c, source);
+    parse_dial(node, c, source);
+    parse_raft(section_of(root, "raft", source), c.raft, source);
+    parse_storage(section_of(root, "storage", source), c, source);
+    parse_small_sections(root, c, source);
+    parse_limits(section_of(root, "limits", source), c, source);
+    if (auto q = root.get("queues")) parse_queues(*q, c, source);
     return c;
 }
 

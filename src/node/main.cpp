@@ -8,6 +8,8 @@
 #include <csignal>
 #include <cstdlib>
 #include <functional>
+#include <optional>
+#include <string>
 
 // Before Asio, in its own block: Boost 1.74's awaitable.hpp needs std::exchange in C++20.
 #include <utility>
@@ -24,26 +26,28 @@
 #include "storage/fault_fs.h"
 #endif
 
-int main(int argc, char** argv) {
-    CLI::App app{
-        "dueqd: a node of dueq, the store of tasks that come due.\n"
-        "Without --config it runs one node on 127.0.0.1:7700 with data in ./data/n1\n"
-        "(print that config with --print-default-config). Stop it with SIGTERM or Ctrl-C.",
-        "dueqd"};
+namespace {
+
+struct Options {
     std::string config_path, data_dir, listen, log_level;
     bool print_default = false;
-    app.add_option("-c,--config", config_path, "TOML config file (see docs/config.md)")
-        ->check(CLI::ExistingFile);
-    app.add_option("--data-dir", data_dir, "override [node] data_dir");
-    app.add_option("--listen", listen,
-                   "override [node] client_listen, e.g. 127.0.0.1:7701 (port 0: any)");
-    app.add_option("--log-level", log_level,
-                   "trace, debug, info, warn, error (overrides [log] level)");
-    app.add_flag("--print-default-config", print_default, "print the built-in config and exit");
 #ifdef DUEQD_TEST_FLAGS
     std::string plant;
     bool power_cut = false;
-    app.add_option("--plant", plant,
+#endif
+};
+
+void add_options(CLI::App& app, Options& o) {
+    app.add_option("-c,--config", o.config_path, "TOML config file (see docs/config.md)")
+        ->check(CLI::ExistingFile);
+    app.add_option("--data-dir", o.data_dir, "override [node] data_dir");
+    app.add_option("--listen", o.listen,
+                   "override [node] client_listen, e.g. 127.0.0.1:7701 (port 0: any)");
+    app.add_option("--log-level", o.log_level,
+                   "trace, debug, info, warn, error (overrides [log] level)");
+    app.add_flag("--print-default-config", o.print_default, "print the built-in config and exit");
+#ifdef DUEQD_TEST_FLAGS
+    app.add_option("--plant", o.plant,
                    "tests only: run with a deliberate defect of the Raft shell "
                    "(reply_before_commit: the leader answers writes before they commit; "
                    "shell_applies_uncommitted, lease_from_local_clock; shard_serves_every_key: "
@@ -52,40 +56,43 @@ int main(int argc, char** argv) {
                    "(apply_uncommitted, commit_prior_term, vote_before_persist, "
                    "vote_for_stale_log, ack_before_persist) or of the task store "
                    "(fork_put_below_deletion, merge_older_finish_wins); docs/simulation.md");
-    app.add_flag("--power-cut", power_cut,
+    app.add_flag("--power-cut", o.power_cut,
                  "tests only: run RocksDB on a file system that tracks what was fsynced; "
                  "SIGUSR2 then cuts the power: everything not fsynced is lost and the process "
                  "exits at once with status 137");
 #endif
-    CLI11_PARSE(app, argc, argv);
+}
 
-    if (print_default) {
-        std::cout << dueq::node::default_config_text();
-        return 0;
-    }
+// The config file (or the built-in one) with the command line's overrides; nullopt after
+// saying why on stderr.
+std::optional<dueq::node::Config> load_config(const Options& o) {
     dueq::node::Config config;
     try {
-        config = config_path.empty() ? dueq::node::parse_config(dueq::node::default_config_text(),
-                                                                "built-in config")
-                                     : dueq::node::load_config_file(config_path);
+        config = o.config_path.empty()
+                     ? dueq::node::parse_config(dueq::node::default_config_text(),
+                                                "built-in config")
+                     : dueq::node::load_config_file(o.config_path);
     } catch (const dueq::node::ConfigError& e) {
         std::cerr << "dueqd: bad config: " << e.what() << "\n";
-        return 2;
+        return std::nullopt;
     }
-    if (!data_dir.empty()) config.data_dir = data_dir;
-    if (!listen.empty()) {
-        if (config.client_advertise == config.client_listen) config.client_advertise = listen;
-        config.client_listen = listen;
+    if (!o.data_dir.empty()) config.data_dir = o.data_dir;
+    if (!o.listen.empty()) {
+        if (config.client_advertise == config.client_listen) config.client_advertise = o.listen;
+        config.client_listen = o.listen;
     }
-    if (!log_level.empty()) config.log_level = log_level;
+    if (!o.log_level.empty()) config.log_level = o.log_level;
+    return config;
+}
+
+// Logs go to stderr; stdout carries only the "listening on port" line for scripts.
+bool start_logging(const dueq::node::Config& config) {
     const auto level = spdlog::level::from_str(config.log_level);
     if (level == spdlog::level::off && config.log_level != "off") {
         std::cerr << "dueqd: unknown log level '" << config.log_level << "'\n";
-        return 2;
+        return false;
     }
-    // Logs go to stderr; stdout carries only the "listening on port" line for scripts.
     spdlog::set_default_logger(spdlog::stderr_color_mt("dueqd"));
-    std::signal(SIGPIPE, SIG_IGN);
     spdlog::set_level(level);
     if (config.log_format == "json") {
         spdlog::set_formatter(dueq::node::json_log_formatter(config.node_id));
@@ -94,29 +101,43 @@ int main(int argc, char** argv) {
     }
     for (const auto& w : config.warnings)
         spdlog::warn("{}", w);
+    return true;
+}
 
-    boost::asio::io_context io(1);
 #ifdef DUEQD_TEST_FLAGS
-    // Declared before the node, whose RocksDB runs on it until the node is destroyed, and
-    // before the signal set below: it outlives every use of it.
-    dueq::test::FaultEnv fault_env;
-#endif
-    dueq::node::Node node(io, config);
-#ifdef DUEQD_TEST_FLAGS
-    boost::asio::signal_set power_switch(io);
-    if (power_cut) {
-        fault_env = dueq::test::make_fault_env();
-        node.set_storage_env(fault_env.get());
-        power_switch.add(SIGUSR2);
-        power_switch.async_wait([&](boost::system::error_code ec, int) {
+// --power-cut and --plant. Made before the node: RocksDB runs on fault_env until the node
+// is destroyed, so it must outlive the node.
+class TestFlags {
+  public:
+    explicit TestFlags(boost::asio::io_context& io) : power_switch_(io) {}
+    // Before node.start(); false after saying why on stderr.
+    bool apply(const Options& o, dueq::node::Node& node) {
+        if (o.power_cut) arm_power_cut(node);
+        if (o.plant.empty()) return true;
+        dueq::raft::PlantedBug bug{};
+        if (!dueq::raft::parse_planted_bug(o.plant, bug) || bug == dueq::raft::PlantedBug::none) {
+            std::cerr << "dueqd: unknown --plant '" << o.plant << "'\n";
+            return false;
+        }
+        node.plant(bug);
+        spdlog::warn("running with the planted defect {}: never use this in production", o.plant);
+        return true;
+    }
+
+  private:
+    void arm_power_cut(dueq::node::Node& node) {
+        fault_env_ = dueq::test::make_fault_env();
+        node.set_storage_env(fault_env_.get());
+        power_switch_.add(SIGUSR2);
+        power_switch_.async_wait([this, &node](boost::system::error_code ec, int) {
             if (ec) return;
             // From here on every write, sync and rename is a no-op, so nothing the storage
             // thread still does reaches the disk; then the disk goes back to what was synced.
             // RocksDB's flushes and compactions end first: one still reading a file that the
             // drop truncates would crash the process half-way through the drop.
-            fault_env.fs->crash();
+            fault_env_.fs->crash();
             node.halt_storage_background_work();
-            const auto dropped = fault_env.fs->drop_unsynced();
+            const auto dropped = fault_env_.fs->drop_unsynced();
             std::cerr << "dueqd: power cut: dropped " << dropped.bytes_dropped
                       << " unsynced bytes, truncated " << dropped.files_truncated
                       << " files, deleted " << dropped.files_deleted << std::endl;
@@ -124,20 +145,16 @@ int main(int argc, char** argv) {
         });
         spdlog::warn("--power-cut: RocksDB runs on the fault file system; SIGUSR2 cuts the power");
     }
-    if (!plant.empty()) {
-        dueq::raft::PlantedBug raft_bug{};
-        if (dueq::raft::parse_planted_bug(plant, raft_bug) &&
-            raft_bug != dueq::raft::PlantedBug::none) {
-            node.plant(raft_bug);
-        } else {
-            std::cerr << "dueqd: unknown --plant '" << plant << "'\n";
-            return 2;
-        }
-        spdlog::warn("running with the planted defect {}: never use this in production", plant);
-    }
+
+    dueq::test::FaultEnv fault_env_;
+    boost::asio::signal_set power_switch_;
+};
 #endif
-    // SIGHUP rereads the shard map file ([shard] map_file); a map the node cannot serve by
-    // is refused with a log line and the old one stays. Connections are not touched.
+
+// Runs the node until SIGINT or SIGTERM. SIGHUP rereads the shard map file ([shard]
+// map_file); a map the node cannot serve by is refused with a log line and the old one
+// stays. Connections are not touched.
+int serve(boost::asio::io_context& io, dueq::node::Node& node) {
     boost::asio::signal_set reload(io, SIGHUP);
     std::function<void()> wait_for_hup = [&] {
         reload.async_wait([&](boost::system::error_code ec, int) {
@@ -164,4 +181,33 @@ int main(int argc, char** argv) {
     });
     io.run();
     return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    CLI::App app{
+        "dueqd: a node of dueq, the store of tasks that come due.\n"
+        "Without --config it runs one node on 127.0.0.1:7700 with data in ./data/n1\n"
+        "(print that config with --print-default-config). Stop it with SIGTERM or Ctrl-C.",
+        "dueqd"};
+    Options options;
+    add_options(app, options);
+    CLI11_PARSE(app, argc, argv);
+    if (options.print_default) {
+        std::cout << dueq::node::default_config_text();
+        return 0;
+    }
+    auto config = load_config(options);
+    if (!config || !start_logging(*config)) return 2;
+    std::signal(SIGPIPE, SIG_IGN);
+    boost::asio::io_context io(1);
+#ifdef DUEQD_TEST_FLAGS
+    TestFlags test_flags(io);  // before the node: it outlives it
+#endif
+    dueq::node::Node node(io, *config);
+#ifdef DUEQD_TEST_FLAGS
+    if (!test_flags.apply(options, node)) return 2;
+#endif
+    return serve(io, node);
 }
