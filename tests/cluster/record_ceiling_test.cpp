@@ -14,6 +14,11 @@ using namespace dueq;
 using namespace dueq::test;
 
 namespace {
+Response put_token(RawClient& c, std::uint64_t id, const std::string& key,
+                   const msgpack::object& payload) {
+    return c.call("put", id, {{"queue", c.str("tokens")}, {"key", c.str(key)}, {"payload", payload}});
+}
+
 void refuse_larger_than_a_record(int nodes) {
     ClusterOptions o;
     o.nodes = nodes;
@@ -30,17 +35,12 @@ void refuse_larger_than_a_record(int nodes) {
     REQUIRE(leader >= 0);
     {
         RawClient c(cluster.client_port(leader));
-        auto small = c.call("put", 1,
-                            {{"queue", c.str("tokens")}, {"key", c.str("small")},
-                             {"payload", c.str("token-1")}});
-        REQUIRE(small.ok());
+        REQUIRE(put_token(c, 1, "small", c.str("token-1")).ok());
         const auto before = cluster.status(leader);
         REQUIRE(before);
 
         const std::string payload(limits::kRecordPayloadBytes + (1u << 20), 'x');
-        auto big = c.call("put", 2,
-                          {{"queue", c.str("tokens")}, {"key", c.str("big")},
-                           {"payload", c.bin(payload)}});
+        auto big = put_token(c, 2, "big", c.bin(payload));
         CHECK_FALSE(big.ok());
         CHECK(big.error_code() == "too_large");
 
@@ -54,10 +54,7 @@ void refuse_larger_than_a_record(int nodes) {
         leader = cluster.wait_for_leader(15s);
         REQUIRE(leader >= 0);
         RawClient again_c(cluster.client_port(leader));
-        auto again = again_c.call("put", 3,
-                                  {{"queue", again_c.str("tokens")}, {"key", again_c.str("small")},
-                                   {"payload", again_c.str("token-2")}});
-        CHECK(again.ok());
+        CHECK(put_token(again_c, 3, "small", again_c.str("token-2")).ok());
     }
     for (int i = 0; i < cluster.size(); ++i)
         CHECK(cluster.running(i));
