@@ -20,6 +20,54 @@ admin::HttpResponse json_response(unsigned status, const std::string& body) {
     return {status, "application/json", body};
 }
 
+// One queue of /status: its counts now, its counters, and its recent ack rate.
+json queue_json(const queue::Store& store, const std::string& name, std::int64_t now,
+                const NodeMetrics& metrics) {
+    const auto st = store.stats(name, now);
+    const auto c = store.counters(name);
+    json q{{"name", name},
+           {"ready", st.ready},
+           {"taken", st.taken},
+           {"buried", st.buried},
+           {"done", st.done},
+           {"due_now", st.due_now},
+           {"due_now_capped", st.due_now_capped},
+           {"late_now", st.late_now},
+           {"late_now_capped", st.late_now_capped},
+           {"puts", c.puts},
+           {"takes", c.takes},
+           {"late_takes", c.late_takes},
+           {"acks", c.acks},
+           {"lease_expiries", c.lease_expiries},
+           {"buries", c.buries}};
+    if (st.oldest_late) q["oldest_late_age_ms"] = now - *st.oldest_late;
+    if (auto it = metrics.queue_acks.find(name);
+        it != metrics.queue_acks.end() && it->second.size() > 1) {
+        const auto& [t0, a0] = it->second.front();
+        const auto& [t1, a1] = it->second.back();
+        if (t1 > t0 && a1 >= a0) q["acks_per_second"] = double(a1 - a0) * 1000.0 / double(t1 - t0);
+    }
+    return q;
+}
+
+// The leader changes and the sampled counters the dashboard charts.
+void add_history(json& j, const NodeMetrics& metrics) {
+    json changes = json::array();
+    for (const auto& c : metrics.recent_changes)
+        changes.push_back({{"at_ms", c.at_ms},
+                           {"term", c.term},
+                           {"from", c.from},
+                           {"to", c.to},
+                           {"reason", c.reason}});
+    j["leader_changes"] = std::move(changes);
+    json history = json::array();
+    for (const auto& h : metrics.history)
+        history.push_back({h.at_ms, h.acks, h.takes, h.puts});
+    j["history"] = {{"every_ms", NodeMetrics::kSampleMs},
+                    {"columns", {"at_ms", "acks", "takes", "puts"}},
+                    {"rows", std::move(history)}};
+}
+
 }  // namespace
 
 std::optional<std::string> Node::start_admin() {
@@ -139,49 +187,10 @@ json Node::status_object() const {
     const queue::Store& store = shell_->store();
     const std::int64_t now = store_now();
     json queues = json::array();
-    for (const auto& name : store.queue_names()) {
-        const auto st = store.stats(name, now);
-        const auto c = store.counters(name);
-        json q{{"name", name},
-               {"ready", st.ready},
-               {"taken", st.taken},
-               {"buried", st.buried},
-               {"done", st.done},
-               {"due_now", st.due_now},
-               {"due_now_capped", st.due_now_capped},
-               {"late_now", st.late_now},
-               {"late_now_capped", st.late_now_capped},
-               {"puts", c.puts},
-               {"takes", c.takes},
-               {"late_takes", c.late_takes},
-               {"acks", c.acks},
-               {"lease_expiries", c.lease_expiries},
-               {"buries", c.buries}};
-        if (st.oldest_late) q["oldest_late_age_ms"] = now - *st.oldest_late;
-        if (auto it = metrics_.queue_acks.find(name);
-            it != metrics_.queue_acks.end() && it->second.size() > 1) {
-            const auto& [t0, a0] = it->second.front();
-            const auto& [t1, a1] = it->second.back();
-            if (t1 > t0 && a1 >= a0)
-                q["acks_per_second"] = double(a1 - a0) * 1000.0 / double(t1 - t0);
-        }
-        queues.push_back(std::move(q));
-    }
+    for (const auto& name : store.queue_names())
+        queues.push_back(queue_json(store, name, now, metrics_));
     j["queues"] = std::move(queues);
-    json changes = json::array();
-    for (const auto& c : metrics_.recent_changes)
-        changes.push_back({{"at_ms", c.at_ms},
-                           {"term", c.term},
-                           {"from", c.from},
-                           {"to", c.to},
-                           {"reason", c.reason}});
-    j["leader_changes"] = std::move(changes);
-    json history = json::array();
-    for (const auto& h : metrics_.history)
-        history.push_back({h.at_ms, h.acks, h.takes, h.puts});
-    j["history"] = {{"every_ms", NodeMetrics::kSampleMs},
-                    {"columns", {"at_ms", "acks", "takes", "puts"}},
-                    {"rows", std::move(history)}};
+    add_history(j, metrics_);
     json members = json::array();
     for (const auto& m : config_.members)
         members.push_back({{"id", m.id}, {"client", m.client}, {"admin", m.admin}});
