@@ -13,7 +13,7 @@
 namespace dueq::node {
 namespace {
 
-const std::string kDefault = R"(# dueq: one node on loopback (the built-in default)
+const std::string kDefaultTemplate = R"(# dueq: one node on loopback (the built-in default)
 [node]
 id = "n1"
 client_listen = "127.0.0.1:7700"
@@ -36,12 +36,7 @@ state_write_ms = 1000        # ... or this long after it was last written
 [sessions]
 grace_ms = 5000     # how long a closed connection's tasks stay taken, waiting for a resume
 
-[limits]
-max_frame_bytes = )" + std::to_string(limits::kMaxFrameBytes.dflt) + R"(
-max_key_bytes = )" + std::to_string(limits::kMaxKeyBytes.dflt) + R"(
-max_payload_bytes = )" + std::to_string(limits::kMaxPayloadBytes.dflt) + R"(
-max_take_count = )" + std::to_string(limits::kMaxTakeCount.dflt) + R"(
-
+LIMITS
 [queues.default]
 lead_ms = 0
 ttr_ms = 60000
@@ -50,6 +45,17 @@ retention_ms = 3600000
 late_share = 0.0
 autonomous = false
 )";
+
+// The built-in config: [limits] shows the defaults of wire/limits.h.
+std::string default_text() {
+    std::string limits_section = "[limits]\n";
+    for (const char* key :
+         {"max_frame_bytes", "max_key_bytes", "max_payload_bytes", "max_take_count"})
+        limits_section +=
+            std::string(key) + " = " + std::to_string(limits::config_limit(key).dflt) + "\n";
+    std::string text = kDefaultTemplate;
+    return text.replace(text.find("LIMITS\n"), 7, limits_section + "\n");
+}
 
 [[noreturn]] void fail(const std::string& source, const std::string& what) {
     throw ConfigError(source + ": " + what);
@@ -227,7 +233,8 @@ std::uint64_t membership_fingerprint(const Config& c) {
 }
 
 const std::string& default_config_text() {
-    return kDefault;
+    static const std::string text = default_text();
+    return text;
 }
 
 namespace {
@@ -303,31 +310,32 @@ void parse_limits(const toml::table& t, Config& c, const std::string& source) {
         keys.emplace(l.key);
     check_keys(t, "limits", keys, source);
     auto& l = c.limits;
-    auto limit = [&](const char* key, auto& field, const limits::Range& r) {
+    auto limit = [&](const char* key, auto& field, std::uint64_t max) {
         using T = std::remove_reference_t<decltype(field)>;
-        field = get_int<T>(t, key, T(r.dflt), T(r.min), T(r.max), "limits", source);
+        const limits::Range& r = limits::config_limit(key);
+        field = get_int<T>(t, key, T(r.dflt), T(r.min), T(max), "limits", source);
     };
-    limit("max_frame_bytes", l.max_frame_bytes, limits::kMaxFrameBytes);
-    limit("max_key_bytes", l.max_key_bytes, limits::kMaxKeyBytes);
+    auto ranged = [&](const char* key, auto& field) {
+        limit(key, field, limits::config_limit(key).max);
+    };
+    ranged("max_frame_bytes", l.max_frame_bytes);
+    ranged("max_key_bytes", l.max_key_bytes);
     // Accepted up to 1 GiB as before, and lowered to what a log record holds: an entry
     // with a larger payload could not be read back (every replica would stop at it).
-    limit("max_payload_bytes", l.max_payload_bytes,
-          limits::Range{limits::kMaxPayloadBytes.dflt, limits::kMaxPayloadBytes.min,
-                        limits::kMaxPayloadBytesAccepted});
+    limit("max_payload_bytes", l.max_payload_bytes, limits::kMaxPayloadBytesAccepted);
     if (l.max_payload_bytes > limits::kMaxPayloadBytes.max) {
         c.warnings.push_back("[limits] max_payload_bytes = " + std::to_string(l.max_payload_bytes) +
                              " is more than a log record holds; using " +
                              std::to_string(limits::kMaxPayloadBytes.max));
         l.max_payload_bytes = limits::kMaxPayloadBytes.max;
     }
-    limit("max_waiting_takes", l.max_waiting_takes, limits::kMaxWaitingTakes);
-    limit("max_take_count", l.max_take_count, limits::kMaxTakeCount);
-    limit("max_connections", l.max_connections, limits::kMaxConnections);
-    limit("max_connections_per_address", l.max_connections_per_address,
-          limits::kMaxConnectionsPerAddress);
-    limit("max_in_flight", l.max_in_flight, limits::kMaxInFlight);
-    limit("frame_timeout_ms", l.frame_timeout_ms, limits::kFrameTimeoutMs);
-    limit("idle_timeout_ms", l.idle_timeout_ms, limits::kIdleTimeoutMs);
+    ranged("max_waiting_takes", l.max_waiting_takes);
+    ranged("max_take_count", l.max_take_count);
+    ranged("max_connections", l.max_connections);
+    ranged("max_connections_per_address", l.max_connections_per_address);
+    ranged("max_in_flight", l.max_in_flight);
+    ranged("frame_timeout_ms", l.frame_timeout_ms);
+    ranged("idle_timeout_ms", l.idle_timeout_ms);
     if (l.max_payload_bytes + l.max_key_bytes + limits::kFrameOverheadBytes > l.max_frame_bytes)
         fail(source, "[limits] max_frame_bytes must exceed max_payload_bytes + max_key_bytes + " +
                          std::to_string(limits::kFrameOverheadBytes));

@@ -68,10 +68,9 @@ void add_options(CLI::App& app, Options& o) {
 std::optional<dueq::node::Config> load_config(const Options& o) {
     dueq::node::Config config;
     try {
-        config = o.config_path.empty()
-                     ? dueq::node::parse_config(dueq::node::default_config_text(),
-                                                "built-in config")
-                     : dueq::node::load_config_file(o.config_path);
+        config = o.config_path.empty() ? dueq::node::parse_config(dueq::node::default_config_text(),
+                                                                  "built-in config")
+                                       : dueq::node::load_config_file(o.config_path);
     } catch (const dueq::node::ConfigError& e) {
         std::cerr << "dueqd: bad config: " << e.what() << "\n";
         return std::nullopt;

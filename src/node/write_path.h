@@ -24,7 +24,7 @@
 namespace dueq::node {
 
 struct WritePathSettings {
-    std::uint32_t max_take_count = limits::kMaxTakeCount.dflt;  // [limits]: per take
+    std::uint32_t max_take_count = limits::kMaxTakeCount.dflt;      // [limits]: per take
     std::size_t max_waiting_takes = limits::kMaxWaitingTakes.dflt;  // [limits]
     std::int64_t session_grace_ms = 5000;
     std::uint64_t node_bits = 1;      // low bits of this node's session ids

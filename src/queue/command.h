@@ -141,7 +141,7 @@ struct Result {
     Code code = Code::ok;
     std::string message;                      // empty when ok
     std::uint64_t version = 0;                // put, ack
-    std::uint64_t hlc = 0;                    // put, ack, delete: the write's stamp (merges order by it)
+    std::uint64_t hlc = 0;                    // put, ack, delete: the stamp merges order by
     Millis lease_until = 0;                   // touch
     std::uint32_t kicked = 0;                 // kick
     std::vector<TakenTask> tasks;             // take

@@ -310,10 +310,11 @@ bool fits_log_record(std::string_view bytes) {
 
 std::optional<Command> decode_command(std::string_view bytes) {
     // A Merge carries a whole task record (its payload and a few fields) as one bin.
-    const msgpack::unpack_limit limit(/*array=*/16, /*map=*/0,
-                                      /*str=*/limits::kRecordPayloadBytes,
-                                      /*bin=*/limits::kRecordPayloadBytes + limits::kRecordTaskBytes,
-                                      /*ext=*/0, /*depth=*/2);
+    const msgpack::unpack_limit limit(
+        /*array=*/16, /*map=*/0,
+        /*str=*/limits::kRecordPayloadBytes,
+        /*bin=*/limits::kRecordPayloadBytes + limits::kRecordTaskBytes,
+        /*ext=*/0, /*depth=*/2);
     // Every replica decodes every entry it applies: a zone of its own per call cost a
     // chunk's allocation and a copy of each string, which the Command copies again.
     thread_local msgpack::zone zone;

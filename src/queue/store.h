@@ -9,13 +9,12 @@
 #include <functional>
 #include <memory>
 #include <optional>
-
-#include "wire/limits.h"
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "queue/command.h"
+#include "wire/limits.h"
 
 namespace dueq::queue {
 

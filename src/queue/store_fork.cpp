@@ -36,9 +36,10 @@ std::string encode_overlay_record(const OverlayRecord& r) {
 }
 
 std::optional<OverlayRecord> decode_overlay_record(std::string_view bytes) {
-    const msgpack::unpack_limit limit(/*array=*/4, /*map=*/0, /*str=*/0,
-                                      /*bin=*/limits::kRecordPayloadBytes + limits::kRecordTaskBytes, /*ext=*/0,
-                                      /*depth=*/1);
+    const msgpack::unpack_limit limit(
+        /*array=*/4, /*map=*/0, /*str=*/0,
+        /*bin=*/limits::kRecordPayloadBytes + limits::kRecordTaskBytes, /*ext=*/0,
+        /*depth=*/1);
     auto oh = detail::unpack_whole(bytes, limit);
     if (!oh) return std::nullopt;
     std::uint32_t n = 0;

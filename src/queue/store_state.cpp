@@ -217,7 +217,7 @@ const detail::Tombstone* detail::StoreState::tombstone_of(std::uint16_t queue_id
 }
 
 std::optional<std::uint64_t> detail::StoreState::deletion_hlc(std::uint16_t queue_id,
-                                                             std::string_view key) const {
+                                                              std::string_view key) const {
     if (fork && !fork->deleted_at.empty() && planted != StoreDefect::fork_put_below_deletion) {
         auto it = fork->deleted_at.find({queue_id, std::string(key)});
         if (it != fork->deleted_at.end()) return it->second;

@@ -7,8 +7,8 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
-#include <string>
 #include <sstream>
+#include <string>
 
 #include "shard/proxy.h"
 

@@ -8,6 +8,8 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 #include <string_view>
 
 namespace dueq::limits {
@@ -15,7 +17,7 @@ namespace dueq::limits {
 // ---- What a log record can hold: apply decodes nothing larger, so nothing larger may be
 // proposed (the shell answers too_large instead). The store's own records (tasks,
 // tombstones, overlay records) have the same ceilings.
-inline constexpr std::size_t kRecordKeyBytes = 0xFFFF;                        // keys, queue names
+inline constexpr std::size_t kRecordKeyBytes = 0xFFFF;                          // keys, queue names
 inline constexpr std::size_t kRecordPayloadBytes = (std::size_t{1} << 27) - 1;  // 128 MiB - 1
 // A task record beyond its payload (key, fields), as a Merge or an overlay record holds it.
 inline constexpr std::size_t kRecordTaskBytes = kRecordKeyBytes + 4096;
@@ -55,6 +57,13 @@ inline constexpr std::array<ConfigLimit, 10> kConfigLimits{{
     {"frame_timeout_ms", kFrameTimeoutMs},
     {"idle_timeout_ms", kIdleTimeoutMs},
 }};
+// The range of a key of kConfigLimits; a key not there is a compile error where the call
+// is a constant expression, and std::out_of_range otherwise.
+constexpr const Range& config_limit(std::string_view key) {
+    for (const auto& l : kConfigLimits)
+        if (l.key == key) return l.range;
+    throw std::out_of_range("no [limits] key " + std::string(key));
+}
 // A frame must hold the largest payload and key with this much room for the rest.
 inline constexpr std::size_t kFrameOverheadBytes = 1024;
 
@@ -68,7 +77,8 @@ static_assert(kMaxKeyBytes.max <= kRecordKeyBytes, "a configured key must fit a 
 static_assert(kMaxPayloadBytes.max <= kRecordPayloadBytes,
               "a configured payload must fit a log record");
 static_assert(kMaxQueueNameBytes <= kRecordKeyBytes, "a queue name must fit a log record");
-static_assert(kMaxFrameBytes.dflt >= kMaxPayloadBytes.dflt + kMaxKeyBytes.dflt + kFrameOverheadBytes,
+static_assert(kMaxFrameBytes.dflt >=
+                  kMaxPayloadBytes.dflt + kMaxKeyBytes.dflt + kFrameOverheadBytes,
               "the default frame must hold the default payload and key");
 static_assert(kMaxFrameBytes.max >= kMaxPayloadBytes.max + kMaxKeyBytes.max + kFrameOverheadBytes,
               "the largest frame must hold the largest payload and key");
@@ -77,15 +87,15 @@ constexpr bool in_range(const Range& r, T v) {
     return std::uint64_t(v) >= r.min && std::uint64_t(v) <= r.max;
 }
 static_assert(in_range(kMaxFrameBytes, kMaxFrameBytes.dflt) &&
-              in_range(kMaxKeyBytes, kMaxKeyBytes.dflt) &&
-              in_range(kMaxPayloadBytes, kMaxPayloadBytes.dflt) &&
-              in_range(kMaxTakeCount, kMaxTakeCount.dflt) &&
-              in_range(kMaxWaitingTakes, kMaxWaitingTakes.dflt) &&
-              in_range(kMaxConnections, kMaxConnections.dflt) &&
-              in_range(kMaxConnectionsPerAddress, kMaxConnectionsPerAddress.dflt) &&
-              in_range(kMaxInFlight, kMaxInFlight.dflt) &&
-              in_range(kFrameTimeoutMs, kFrameTimeoutMs.dflt) &&
-              in_range(kIdleTimeoutMs, kIdleTimeoutMs.dflt),
+                  in_range(kMaxKeyBytes, kMaxKeyBytes.dflt) &&
+                  in_range(kMaxPayloadBytes, kMaxPayloadBytes.dflt) &&
+                  in_range(kMaxTakeCount, kMaxTakeCount.dflt) &&
+                  in_range(kMaxWaitingTakes, kMaxWaitingTakes.dflt) &&
+                  in_range(kMaxConnections, kMaxConnections.dflt) &&
+                  in_range(kMaxConnectionsPerAddress, kMaxConnectionsPerAddress.dflt) &&
+                  in_range(kMaxInFlight, kMaxInFlight.dflt) &&
+                  in_range(kFrameTimeoutMs, kFrameTimeoutMs.dflt) &&
+                  in_range(kIdleTimeoutMs, kIdleTimeoutMs.dflt),
               "every default is in its range");
 
 }  // namespace dueq::limits

@@ -16,7 +16,8 @@ using namespace dueq::test;
 namespace {
 Response put_token(RawClient& c, std::uint64_t id, const std::string& key,
                    const msgpack::object& payload) {
-    return c.call("put", id, {{"queue", c.str("tokens")}, {"key", c.str(key)}, {"payload", payload}});
+    return c.call("put", id,
+                  {{"queue", c.str("tokens")}, {"key", c.str(key)}, {"payload", payload}});
 }
 
 void refuse_larger_than_a_record(int nodes) {

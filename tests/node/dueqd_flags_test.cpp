@@ -27,8 +27,7 @@ TEST_CASE("dueqd --help shows no test-only flag, and dueqd refuses them") {
     CHECK(help.find("--plant") == std::string::npos);
     CHECK(help.find("--power-cut") == std::string::npos);
     CHECK(help.find("tests only") == std::string::npos);
-    run(std::string(DUEQD_BINARY) + " --plant reply_before_commit --print-default-config",
-        &status);
+    run(std::string(DUEQD_BINARY) + " --plant reply_before_commit --print-default-config", &status);
     CHECK(status != 0);
     run(std::string(DUEQD_BINARY) + " --power-cut --print-default-config", &status);
     CHECK(status != 0);
@@ -40,7 +39,8 @@ TEST_CASE("dueqd-test has both test-only flags") {
     CHECK(status == 0);
     CHECK(help.find("--plant") != std::string::npos);
     CHECK(help.find("--power-cut") != std::string::npos);
-    const std::string bad = run(std::string(DUEQD_TEST_BINARY) + " --plant no_such_defect", &status);
+    const std::string bad =
+        run(std::string(DUEQD_TEST_BINARY) + " --plant no_such_defect", &status);
     CHECK(status != 0);
     CHECK(bad.find("unknown --plant") != std::string::npos);
 }

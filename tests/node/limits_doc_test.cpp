@@ -93,17 +93,18 @@ TEST_CASE("the config parser takes its defaults and ranges from the header") {
         INFO(l.key);
         CHECK(parsed.at(l.key) == l.range.dflt);
         // The frame must hold the payload and key: set it to its largest for the others.
-        const std::string frame = l.key == "max_frame_bytes"
-                                      ? ""
-                                      : "max_frame_bytes = " +
-                                            std::to_string(limits::kMaxFrameBytes.max) + "\n";
+        const std::string frame =
+            l.key == "max_frame_bytes"
+                ? ""
+                : "max_frame_bytes = " + std::to_string(limits::kMaxFrameBytes.max) + "\n";
         const auto at = [&](std::uint64_t v) {
             return "[limits]\n" + frame + std::string(l.key) + " = " + std::to_string(v) + "\n";
         };
         CHECK(error_of(at(l.range.max)) == "");
         CHECK(error_of(at(l.range.min > 0 ? l.range.min : 0)).find("out of range") ==
               std::string::npos);
-        if (l.range.min > 0) CHECK(error_of(at(l.range.min - 1)).find("out of range") != std::string::npos);
+        if (l.range.min > 0)
+            CHECK(error_of(at(l.range.min - 1)).find("out of range") != std::string::npos);
         if (l.key != "max_payload_bytes")
             CHECK(error_of(at(l.range.max + 1)).find("out of range") != std::string::npos);
     }

@@ -19,6 +19,20 @@ std::string payload(std::uint64_t n) {
     std::string s = "v" + std::to_string(n);
     return std::string(1, char(0xa0 | s.size())) + s;
 }
+// The key a put, an ack or a delete names; nullptr for the other commands.
+const std::string* key_of(const queue::Command& cmd) {
+    if (auto* put = std::get_if<queue::Put>(&cmd)) return &put->key;
+    if (auto* ack = std::get_if<queue::Ack>(&cmd)) return &ack->key;
+    if (auto* del = std::get_if<queue::Delete>(&cmd)) return &del->key;
+    return nullptr;
+}
+
+// A delete, or an ack that finishes its task (no new time): the key's history ends.
+bool removes_key(const queue::Command& cmd) {
+    auto* ack = std::get_if<queue::Ack>(&cmd);
+    return std::holds_alternative<queue::Delete>(cmd) || (ack && !ack->time);
+}
+
 }  // namespace
 
 // Carries a node's answer to a simulated client while its connection is up.
@@ -114,10 +128,8 @@ void Cluster::on_answer(std::size_t client, const shell::Outcome& o) {
         // The write's own stamp (the fork may hold a later write already, whose overlay
         // record a crash can still lose: seed 5001922, 3 nodes, 60 s of faults): none may
         // be lost unless a newer write of the key wins (G4, checked at the end).
-        const std::string* key = nullptr;
-        if (auto* put = std::get_if<queue::Put>(o.command)) key = &put->key;
-        if (auto* ack = std::get_if<queue::Ack>(o.command); ack && ack->time) key = &ack->key;
-        if (key && o.result->hlc > removed_hlc_[*key]) {
+        const std::string* key = key_of(*o.command);
+        if (key && !removes_key(*o.command) && o.result->hlc > removed_hlc_[*key]) {
             auto& floor = autonomous_writes_[*key];
             floor = std::max(floor, o.result->hlc);
             trace("n%llu autonomous write %s hlc %llu", (unsigned long long)nodes_[c.node]->id,
@@ -138,10 +150,7 @@ void Cluster::on_answer(std::size_t client, const shell::Outcome& o) {
 }
 
 void Cluster::check_fork_stamp(int k, const queue::Command& cmd, const queue::Result& r) {
-    const std::string* key = nullptr;
-    if (auto* put = std::get_if<queue::Put>(&cmd)) key = &put->key;
-    if (auto* ack = std::get_if<queue::Ack>(&cmd)) key = &ack->key;
-    if (auto* del = std::get_if<queue::Delete>(&cmd)) key = &del->key;
+    const std::string* key = key_of(cmd);
     if (!key || !r.ok()) return;
     const Node& n = *nodes_[k];
     ForkStamps& f = fork_stamps_[k];
@@ -161,12 +170,8 @@ void Cluster::key_removed(const queue::Command& cmd, const queue::Result& r,
     if (!r.ok()) return;
     const std::string* key = nullptr;
     std::uint64_t stamp = 0;  // the removal's own
-    if (auto* d = std::get_if<queue::Delete>(&cmd)) {
-        key = &d->key;
-        stamp = r.hlc;
-    }
-    if (auto* a = std::get_if<queue::Ack>(&cmd); a && !a->time) {
-        key = &a->key;
+    if (removes_key(cmd)) {
+        key = key_of(cmd);
         stamp = r.hlc;
     }
     if (auto* m = std::get_if<queue::Merge>(&cmd);

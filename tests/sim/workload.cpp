@@ -201,8 +201,8 @@ void Cluster::check_live() {
             auto t = store.get(kQueue, key);
             if (!t || t->hlc < hlc)
                 return checker_->fail("G4: a write of " + kQueue + "/" + key +
-                                      " answered in autonomous mode (hlc " +
-                                      std::to_string(hlc) + ") is lost: " +
+                                      " answered in autonomous mode (hlc " + std::to_string(hlc) +
+                                      ") is lost: " +
                                       (t ? "the task's hlc is " + std::to_string(t->hlc)
                                          : std::string("the key is gone, and no removal is "
                                                        "as new as the write")));
