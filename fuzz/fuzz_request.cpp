@@ -10,8 +10,8 @@
 #include <variant>
 
 #include "fuzz/fuzz_support.h"
-#include "net/msgpack_reader.h"
 #include "net/request.h"
+#include "wire/msgpack_reader.h"
 
 namespace {
 using namespace dueq;
@@ -24,7 +24,7 @@ void check_key(std::string_view queue, std::string_view key, const net::Limits& 
 void check_payload(const std::string& payload, const net::Limits& limits) {
     FUZZ_CHECK(payload.size() <= limits.max_payload_bytes);
     std::string why;
-    FUZZ_CHECK(net::validate(payload, limits.max_depth, why));
+    FUZZ_CHECK(wire::validate(payload, limits.max_depth, why));
 }
 
 void check_write(const net::Write& w, const net::Limits& limits) {

@@ -75,11 +75,7 @@ using ConnPtr = std::shared_ptr<Conn>;
 
 // Pending::op must outlive the call: the op's name from a fixed table.
 std::string_view known_op_name(std::string_view op) {
-    static constexpr std::string_view kNames[] = {"ping",   "hello", "declare", "put",    "get",
-                                                  "delete", "take",  "touch",   "ack",    "release",
-                                                  "bury",   "kick",  "stats",   "status", "shards"};
-    for (auto n : kNames)
-        if (n == op) return n;
+    if (auto known = wire::op_from_name(op)) return wire::op_name(*known);
     return "request";
 }
 

@@ -2,10 +2,13 @@
 
 #include <limits>
 
-#include "client/msgpack_check.h"
 #include "net/utf8.h"
+#include "wire/msgpack_reader.h"
+#include "wire/protocol.h"
 
 namespace dueq::client {
+
+namespace field = wire::field;
 namespace {
 
 using Packer = msgpack::packer<msgpack::sbuffer>;
@@ -14,8 +17,8 @@ using Packer = msgpack::packer<msgpack::sbuffer>;
 class RequestWriter {
 public:
     RequestWriter(std::string_view op, uint64_t id) : pk_(fields_) {
-        str("op", op);
-        uint("id", id);
+        str(field::op, op);
+        uint(field::id, id);
     }
 
     void str(std::string_view name, std::string_view value) {
@@ -60,14 +63,13 @@ public:
             pk_.pack_nil();
             return ok_status();
         }
-        MsgpackLimits limits;
-        Status st = check_single_msgpack_value(bytes, limits);
+        Status st = check_msgpack_value(bytes);
         if (!st.ok()) return Error(Code::bad_request, "payload: " + st.error().message);
         key(name);
         fields_.write(bytes.data(), bytes.size());
         return ok_status();
     }
-    void queue(std::string_view q) { str("queue", q.empty() ? kDefaultQueue : q); }
+    void queue(std::string_view q) { str(field::queue, q.empty() ? kDefaultQueue : q); }
 
     Result<std::string> finish() {
         msgpack::sbuffer out;
@@ -108,51 +110,58 @@ void opt_int(RequestWriter& w, std::string_view name, const std::optional<T>& v)
 
 }  // namespace
 
+Status check_msgpack_value(std::string_view bytes, int max_depth) {
+    std::string why;
+    if (!wire::validate(bytes, max_depth, why))
+        return Error(Code::bad_request, "malformed msgpack: " + why);
+    return ok_status();
+}
+
 Result<std::string> encode_request(const PingRequest&, uint64_t id) {
     return RequestWriter(PingRequest::op, id).finish();
 }
 
 Result<std::string> encode_request(const HelloRequest& req, uint64_t id) {
     RequestWriter w(HelloRequest::op, id);
-    if (req.session) w.uint("session", *req.session);
-    if (req.token) w.str("token", *req.token);
+    if (req.session) w.uint(field::session, *req.session);
+    if (req.token) w.str(field::token, *req.token);
     return w.finish();
 }
 
 Result<std::string> encode_request(const DeclareRequest& req, uint64_t id) {
     RequestWriter w(DeclareRequest::op, id);
     w.queue(req.queue);
-    opt_int(w, "lead_ms", req.lead_ms);
-    opt_int(w, "ttr_ms", req.ttr_ms);
-    opt_int(w, "max_attempts", req.max_attempts);
-    opt_int(w, "retention_ms", req.retention_ms);
-    if (req.late_share) w.real("late_share", *req.late_share);
-    if (req.autonomous) w.boolean("autonomous", *req.autonomous);
+    opt_int(w, field::lead_ms, req.lead_ms);
+    opt_int(w, field::ttr_ms, req.ttr_ms);
+    opt_int(w, field::max_attempts, req.max_attempts);
+    opt_int(w, field::retention_ms, req.retention_ms);
+    if (req.late_share) w.real(field::late_share, *req.late_share);
+    if (req.autonomous) w.boolean(field::autonomous, *req.autonomous);
     return w.finish();
 }
 
 Result<std::string> encode_request(const PutRequest& req, uint64_t id) {
     RequestWriter w(PutRequest::op, id);
     w.queue(req.queue);
-    if (!w.key_field("key", req.key)) return empty_key();
-    if (Status st = w.payload("payload", req.payload); !st.ok()) return st.error();
-    opt_int(w, "time", req.time);
-    if (req.mode) w.str("mode", put_mode_name(*req.mode));
+    if (!w.key_field(field::key, req.key)) return empty_key();
+    if (Status st = w.payload(field::payload, req.payload); !st.ok()) return st.error();
+    opt_int(w, field::time, req.time);
+    if (req.mode) w.str(field::mode, put_mode_name(*req.mode));
     return w.finish();
 }
 
 Result<std::string> encode_request(const GetRequest& req, uint64_t id) {
     RequestWriter w(GetRequest::op, id);
     w.queue(req.queue);
-    if (!w.key_field("key", req.key)) return empty_key();
-    if (req.consistency) w.str("consistency", *req.consistency);
+    if (!w.key_field(field::key, req.key)) return empty_key();
+    if (req.consistency) w.str(field::consistency, *req.consistency);
     return w.finish();
 }
 
 Result<std::string> encode_request(const DeleteRequest& req, uint64_t id) {
     RequestWriter w(DeleteRequest::op, id);
     w.queue(req.queue);
-    if (!w.key_field("key", req.key)) return empty_key();
+    if (!w.key_field(field::key, req.key)) return empty_key();
     return w.finish();
 }
 
@@ -161,49 +170,50 @@ Result<std::string> encode_request(const TakeRequest& req, uint64_t id) {
     w.queue(req.queue);
     if (req.count) {
         if (*req.count == 0) return Error(Code::bad_request, "count must be at least 1");
-        w.uint("count", *req.count);
+        w.uint(field::count, *req.count);
     }
-    opt_int(w, "timeout_ms", req.timeout_ms);
-    opt_int(w, "ttr_ms", req.ttr_ms);
-    if (req.release_on_disconnect) w.boolean("release_on_disconnect", *req.release_on_disconnect);
+    opt_int(w, field::timeout_ms, req.timeout_ms);
+    opt_int(w, field::ttr_ms, req.ttr_ms);
+    if (req.release_on_disconnect)
+        w.boolean(field::release_on_disconnect, *req.release_on_disconnect);
     return w.finish();
 }
 
 Result<std::string> encode_request(const TouchRequest& req, uint64_t id) {
     RequestWriter w(TouchRequest::op, id);
     w.queue(req.queue);
-    if (!w.key_field("key", req.key)) return empty_key();
-    w.uint("lease", req.lease);
-    opt_int(w, "ttr_ms", req.ttr_ms);
+    if (!w.key_field(field::key, req.key)) return empty_key();
+    w.uint(field::lease, req.lease);
+    opt_int(w, field::ttr_ms, req.ttr_ms);
     return w.finish();
 }
 
 Result<std::string> encode_request(const AckRequest& req, uint64_t id) {
     RequestWriter w(AckRequest::op, id);
     w.queue(req.queue);
-    if (!w.key_field("key", req.key)) return empty_key();
-    w.uint("lease", req.lease);
+    if (!w.key_field(field::key, req.key)) return empty_key();
+    w.uint(field::lease, req.lease);
     if (req.payload) {
-        if (Status st = w.payload("payload", *req.payload); !st.ok()) return st.error();
+        if (Status st = w.payload(field::payload, *req.payload); !st.ok()) return st.error();
     }
-    opt_int(w, "time", req.time);
+    opt_int(w, field::time, req.time);
     return w.finish();
 }
 
 Result<std::string> encode_request(const ReleaseRequest& req, uint64_t id) {
     RequestWriter w(ReleaseRequest::op, id);
     w.queue(req.queue);
-    if (!w.key_field("key", req.key)) return empty_key();
-    w.uint("lease", req.lease);
-    opt_int(w, "delay_ms", req.delay_ms);
+    if (!w.key_field(field::key, req.key)) return empty_key();
+    w.uint(field::lease, req.lease);
+    opt_int(w, field::delay_ms, req.delay_ms);
     return w.finish();
 }
 
 Result<std::string> encode_request(const BuryRequest& req, uint64_t id) {
     RequestWriter w(BuryRequest::op, id);
     w.queue(req.queue);
-    if (!w.key_field("key", req.key)) return empty_key();
-    w.uint("lease", req.lease);
+    if (!w.key_field(field::key, req.key)) return empty_key();
+    w.uint(field::lease, req.lease);
     return w.finish();
 }
 
@@ -211,13 +221,13 @@ Result<std::string> encode_request(const KickRequest& req, uint64_t id) {
     RequestWriter w(KickRequest::op, id);
     w.queue(req.queue);
     if (req.count == 0) return Error(Code::bad_request, "count must be at least 1");
-    w.uint("count", req.count);
+    w.uint(field::count, req.count);
     return w.finish();
 }
 
 Result<std::string> encode_request(const StatsRequest& req, uint64_t id) {
     RequestWriter w(StatsRequest::op, id);
-    if (req.queue) w.str("queue", *req.queue);
+    if (req.queue) w.str(field::queue, *req.queue);
     return w.finish();
 }
 

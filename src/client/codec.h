@@ -24,8 +24,13 @@ inline constexpr std::size_t kDefaultMaxFrameBytes = limits::kMaxFrameBytes.dflt
 struct DecodeLimits {
     std::size_t max_frame_bytes = kDefaultMaxFrameBytes;
     // The server caps payload nesting at 32; the response envelope adds a few levels.
-    std::size_t max_depth = 40;
+    int max_depth = 40;
 };
+
+// Checks that `bytes` is exactly one well-formed msgpack value nested at most `max_depth`
+// deep (wire/msgpack_reader.h), before msgpack-c allocates anything for it. Errors:
+// bad_request, saying what is wrong.
+Status check_msgpack_value(std::string_view bytes, int max_depth = limits::kMaxDepth);
 
 // Each returns a whole frame (4-byte big-endian length + one msgpack map) carrying `id`.
 // Errors: bad_request for an empty key or a payload that is not exactly one well-formed
@@ -59,7 +64,7 @@ struct ResponseFrame {
 };
 
 // Decodes a frame body (the bytes after the length). The body is bounds-checked
-// (client/msgpack_check.h) before msgpack-c sees it. Errors: too_large (body over
+// (check_msgpack_value) before msgpack-c sees it. Errors: too_large (body over
 // max_frame_bytes), internal (not a msgpack map, no id, no ok, malformed error object).
 Result<ResponseFrame> decode_response(std::string_view body, const DecodeLimits& limits = {});
 

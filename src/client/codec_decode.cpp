@@ -3,9 +3,11 @@
 #include <limits>
 
 #include "client/codec.h"
-#include "client/msgpack_check.h"
+#include "wire/protocol.h"
 
 namespace dueq::client {
+
+namespace field = wire::field;
 namespace {
 
 Error bad(std::string_view what) {
@@ -132,12 +134,12 @@ Status get_payload(const msgpack::object& map, std::string_view name, std::strin
     } while (0)
 
 Status decode_error(const msgpack::object& map, Error* out) {
-    const msgpack::object* e = find(map, "error");
+    const msgpack::object* e = find(map, field::error);
     if (!e || e->type != msgpack::type::MAP) return bad("ok:false without an error map");
     std::string code;
-    DUEQ_TRY(get_bytes(*e, "code", &code, true));
-    DUEQ_TRY(get_bytes(*e, "message", &out->message, false));
-    DUEQ_TRY(get_bytes(*e, "leader", &out->leader, false));
+    DUEQ_TRY(get_bytes(*e, field::code, &code, true));
+    DUEQ_TRY(get_bytes(*e, field::message, &out->message, false));
+    DUEQ_TRY(get_bytes(*e, field::leader, &out->leader, false));
     out->code = code_from_name(code);
     out->code_name = code;
     return ok_status();
@@ -145,25 +147,43 @@ Status decode_error(const msgpack::object& map, Error* out) {
 
 Status decode_task(const msgpack::object& t, Task* out) {
     if (t.type != msgpack::type::MAP) return bad("task is not a map");
-    DUEQ_TRY(get_bytes(t, "key", &out->key, true));
-    DUEQ_TRY(get_payload(t, "payload", &out->payload));
-    DUEQ_TRY(get_i64(t, "time", &out->time, true));
-    DUEQ_TRY(get_u64(t, "lease", &out->lease, true));
-    DUEQ_TRY(get_i64(t, "lease_until", &out->lease_until, false));
-    DUEQ_TRY(get_u64(t, "attempts", &out->attempts, false));
+    DUEQ_TRY(get_bytes(t, field::key, &out->key, true));
+    DUEQ_TRY(get_payload(t, field::payload, &out->payload));
+    DUEQ_TRY(get_i64(t, field::time, &out->time, true));
+    DUEQ_TRY(get_u64(t, field::lease, &out->lease, true));
+    DUEQ_TRY(get_i64(t, field::lease_until, &out->lease_until, false));
+    DUEQ_TRY(get_u64(t, field::attempts, &out->attempts, false));
     return ok_status();
 }
 
 Status decode_queue_stats(const msgpack::object& m, QueueStats* out) {
     if (m.type != msgpack::type::MAP) return bad("queue stats is not a map");
-    DUEQ_TRY(get_bytes(m, "queue", &out->queue, false));
-    DUEQ_TRY(get_u64(m, "ready", &out->ready, false));
-    DUEQ_TRY(get_u64(m, "taken", &out->taken, false));
-    DUEQ_TRY(get_u64(m, "buried", &out->buried, false));
-    DUEQ_TRY(get_u64(m, "done", &out->done, false));
-    DUEQ_TRY(get_u64(m, "due_now", &out->due_now, false));
-    DUEQ_TRY(get_opt_i64(m, "next_due", &out->next_due));
-    DUEQ_TRY(get_opt_i64(m, "oldest_late", &out->oldest_late));
+    DUEQ_TRY(get_bytes(m, field::queue, &out->queue, false));
+    DUEQ_TRY(get_u64(m, field::ready, &out->ready, false));
+    DUEQ_TRY(get_u64(m, field::taken, &out->taken, false));
+    DUEQ_TRY(get_u64(m, field::buried, &out->buried, false));
+    DUEQ_TRY(get_u64(m, field::done, &out->done, false));
+    DUEQ_TRY(get_u64(m, field::due_now, &out->due_now, false));
+    DUEQ_TRY(get_opt_i64(m, field::next_due, &out->next_due));
+    DUEQ_TRY(get_opt_i64(m, field::oldest_late, &out->oldest_late));
+    return ok_status();
+}
+
+Status decode_peers(const msgpack::object& map, std::vector<PeerInfo>* out) {
+    const msgpack::object* peers = find(map, field::peers);
+    if (!peers) return ok_status();
+    if (peers->type != msgpack::type::ARRAY) return bad("'peers' is not an array");
+    out->resize(peers->via.array.size);
+    for (uint32_t i = 0; i < peers->via.array.size; ++i) {
+        const msgpack::object& p = peers->via.array.ptr[i];
+        if (p.type != msgpack::type::MAP) return bad("a peer is not a map");
+        PeerInfo& info = (*out)[i];
+        DUEQ_TRY(get_text(p, field::id, &info.id));
+        DUEQ_TRY(get_bytes(p, field::peer, &info.peer, false));
+        DUEQ_TRY(get_bool(p, field::connected, &info.connected));
+        DUEQ_TRY(get_u64(p, field::match, &info.match, false));
+        DUEQ_TRY(get_u64(p, field::lag, &info.lag, false));
+    }
     return ok_status();
 }
 
@@ -174,9 +194,7 @@ Result<ResponseFrame> decode_response(std::string_view body, const DecodeLimits&
         return Error(Code::too_large, "response frame of " + std::to_string(body.size()) +
                                           " bytes exceeds the limit");
     }
-    MsgpackLimits check_limits;
-    check_limits.max_depth = limits.max_depth;
-    if (Status st = check_single_msgpack_value(body, check_limits); !st.ok()) {
+    if (Status st = check_msgpack_value(body, limits.max_depth); !st.ok()) {
         return bad(st.error().message);
     }
     if (body.empty() || !((static_cast<unsigned char>(body[0]) & 0xf0) == 0x80 ||
@@ -195,8 +213,8 @@ Result<ResponseFrame> decode_response(std::string_view body, const DecodeLimits&
     }
     const msgpack::object& map = frame.handle->get();
     frame.map = &map;
-    if (Status st = get_u64(map, "id", &frame.id, true); !st.ok()) return st.error();
-    const msgpack::object* ok = find(map, "ok");
+    if (Status st = get_u64(map, field::id, &frame.id, true); !st.ok()) return st.error();
+    const msgpack::object* ok = find(map, field::ok);
     if (!ok || ok->type != msgpack::type::BOOLEAN) return bad("missing boolean 'ok'");
     frame.ok = ok->via.boolean;
     if (!frame.ok) {
@@ -219,7 +237,7 @@ std::string repack_with_id(const msgpack::object& map, uint64_t id,
     auto rewritten = [&](const msgpack::object_kv& kv) {
         if (kv.key.type != msgpack::type::STR) return false;
         const std::string_view k(kv.key.via.str.ptr, kv.key.via.str.size);
-        if (k == "id") return true;
+        if (k == field::id) return true;
         for (const auto& extra : extra_bools)
             if (k == extra.first) return true;
         return false;
@@ -233,7 +251,7 @@ std::string repack_with_id(const msgpack::object& map, uint64_t id,
         pk.pack_str(std::uint32_t(v.size()));
         pk.pack_str_body(v.data(), std::uint32_t(v.size()));
     };
-    str("id");
+    str(field::id);
     pk.pack_uint64(id);
     for (std::uint32_t i = 0; i < entries; ++i) {
         const auto& kv = map.via.map.ptr[i];
@@ -268,46 +286,47 @@ Result<std::shared_ptr<msgpack::object_handle>> unpack_request(std::string_view 
 Status decode_result(const msgpack::object&, Empty*) { return ok_status(); }
 
 Status decode_result(const msgpack::object& map, HelloResponse* out) {
-    DUEQ_TRY(get_u64(map, "session", &out->session, true));
-    DUEQ_TRY(get_text(map, "node_id", &out->node_id));
-    DUEQ_TRY(get_bytes(map, "leader", &out->leader, false));
-    DUEQ_TRY(get_i64(map, "protocol", &out->protocol, false));
+    DUEQ_TRY(get_u64(map, field::session, &out->session, true));
+    DUEQ_TRY(get_text(map, field::node_id, &out->node_id));
+    DUEQ_TRY(get_bytes(map, field::leader, &out->leader, false));
+    DUEQ_TRY(get_i64(map, field::protocol, &out->protocol, false));
+    DUEQ_TRY(get_bytes(map, field::mode, &out->mode, false));
     return ok_status();
 }
 
 Status decode_result(const msgpack::object& map, DeclareResponse* out) {
-    const msgpack::object* s = find(map, "settings");
+    const msgpack::object* s = find(map, field::settings);
     if (!s || s->type != msgpack::type::MAP) return bad("missing map 'settings'");
     QueueSettings& q = out->settings;
-    DUEQ_TRY(get_i64(*s, "lead_ms", &q.lead_ms, false));
-    DUEQ_TRY(get_i64(*s, "ttr_ms", &q.ttr_ms, false));
-    DUEQ_TRY(get_i64(*s, "max_attempts", &q.max_attempts, false));
-    DUEQ_TRY(get_i64(*s, "retention_ms", &q.retention_ms, false));
-    DUEQ_TRY(get_double(*s, "late_share", &q.late_share));
-    DUEQ_TRY(get_bool(*s, "autonomous", &q.autonomous));
+    DUEQ_TRY(get_i64(*s, field::lead_ms, &q.lead_ms, false));
+    DUEQ_TRY(get_i64(*s, field::ttr_ms, &q.ttr_ms, false));
+    DUEQ_TRY(get_i64(*s, field::max_attempts, &q.max_attempts, false));
+    DUEQ_TRY(get_i64(*s, field::retention_ms, &q.retention_ms, false));
+    DUEQ_TRY(get_double(*s, field::late_share, &q.late_share));
+    DUEQ_TRY(get_bool(*s, field::autonomous, &q.autonomous));
     return ok_status();
 }
 
 Status decode_result(const msgpack::object& map, PutResponse* out) {
-    return get_u64(map, "version", &out->version, true);
+    return get_u64(map, field::version, &out->version, true);
 }
 
 Status decode_result(const msgpack::object& map, GetResponse* out) {
-    const msgpack::object* t = find(map, "task");
+    const msgpack::object* t = find(map, field::task);
     if (!t || t->type != msgpack::type::MAP) return bad("missing map 'task'");
     TaskInfo& task = out->task;
-    DUEQ_TRY(get_bytes(*t, "key", &task.key, true));
-    DUEQ_TRY(get_payload(*t, "payload", &task.payload));
-    DUEQ_TRY(get_bytes(*t, "status", &task.status, true));
-    DUEQ_TRY(get_i64(*t, "time", &task.time, true));
-    DUEQ_TRY(get_u64(*t, "attempts", &task.attempts, false));
-    DUEQ_TRY(get_u64(*t, "version", &task.version, false));
-    DUEQ_TRY(get_opt_i64(*t, "lease_until", &task.lease_until));
+    DUEQ_TRY(get_bytes(*t, field::key, &task.key, true));
+    DUEQ_TRY(get_payload(*t, field::payload, &task.payload));
+    DUEQ_TRY(get_bytes(*t, field::status, &task.status, true));
+    DUEQ_TRY(get_i64(*t, field::time, &task.time, true));
+    DUEQ_TRY(get_u64(*t, field::attempts, &task.attempts, false));
+    DUEQ_TRY(get_u64(*t, field::version, &task.version, false));
+    DUEQ_TRY(get_opt_i64(*t, field::lease_until, &task.lease_until));
     return ok_status();
 }
 
 Status decode_result(const msgpack::object& map, TakeResponse* out) {
-    const msgpack::object* tasks = find(map, "tasks");
+    const msgpack::object* tasks = find(map, field::tasks);
     if (!tasks) return ok_status();  // an empty take may omit the array
     if (tasks->type != msgpack::type::ARRAY) return bad("'tasks' is not an array");
     out->tasks.resize(tasks->via.array.size);
@@ -318,20 +337,20 @@ Status decode_result(const msgpack::object& map, TakeResponse* out) {
 }
 
 Status decode_result(const msgpack::object& map, TouchResponse* out) {
-    return get_i64(map, "lease_until", &out->lease_until, true);
+    return get_i64(map, field::lease_until, &out->lease_until, true);
 }
 
 Status decode_result(const msgpack::object& map, AckResponse* out) {
-    return get_u64(map, "version", &out->version, true);
+    return get_u64(map, field::version, &out->version, true);
 }
 
 Status decode_result(const msgpack::object& map, KickResponse* out) {
-    return get_u64(map, "kicked", &out->kicked, true);
+    return get_u64(map, field::kicked, &out->kicked, true);
 }
 
 Status decode_result(const msgpack::object& map, StatsResponse* out) {
     out->raw = repack(map);
-    if (const msgpack::object* qs = find(map, "queues")) {
+    if (const msgpack::object* qs = find(map, field::queues)) {
         if (qs->type != msgpack::type::ARRAY) return bad("'queues' is not an array");
         out->queues.resize(qs->via.array.size);
         for (uint32_t i = 0; i < qs->via.array.size; ++i) {
@@ -345,14 +364,30 @@ Status decode_result(const msgpack::object& map, StatsResponse* out) {
 
 Status decode_result(const msgpack::object& map, StatusResponse* out) {
     out->raw = repack(map);
-    DUEQ_TRY(get_text(map, "node_id", &out->node_id));
-    DUEQ_TRY(get_bytes(map, "role", &out->role, false));
-    DUEQ_TRY(get_u64(map, "term", &out->term, false));
-    DUEQ_TRY(get_bytes(map, "leader", &out->leader, false));
-    DUEQ_TRY(get_u64(map, "commit_index", &out->commit_index, false));
-    DUEQ_TRY(get_u64(map, "applied_index", &out->applied_index, false));
-    DUEQ_TRY(get_bytes(map, "mode", &out->mode, false));
-    if (const msgpack::object* peers = find(map, "peers")) out->peers = repack(*peers);
+    DUEQ_TRY(get_text(map, field::node_id, &out->node_id));
+    DUEQ_TRY(get_bytes(map, field::role, &out->role, false));
+    DUEQ_TRY(get_u64(map, field::term, &out->term, false));
+    DUEQ_TRY(get_bytes(map, field::leader, &out->leader, false));
+    DUEQ_TRY(get_text(map, field::leader_id, &out->leader_id));
+    DUEQ_TRY(get_u64(map, field::commit_index, &out->commit_index, false));
+    DUEQ_TRY(get_u64(map, field::applied_index, &out->applied_index, false));
+    DUEQ_TRY(get_u64(map, field::last_index, &out->last_index, false));
+    DUEQ_TRY(decode_peers(map, &out->peers));
+    DUEQ_TRY(get_bytes(map, field::mode, &out->mode, false));
+    DUEQ_TRY(get_i64(map, field::mode_ms, &out->mode_ms, false));
+    if (const msgpack::object* a = find(map, field::autonomy)) {
+        if (a->type != msgpack::type::MAP) return bad("'autonomy' is not a map");
+        AutonomyInfo& x = out->autonomy;
+        DUEQ_TRY(get_u64(*a, field::overlay, &x.overlay, false));
+        DUEQ_TRY(get_u64(*a, field::served, &x.served, false));
+        DUEQ_TRY(get_u64(*a, field::merged, &x.merged, false));
+        DUEQ_TRY(get_u64(*a, field::taken_over, &x.taken_over, false));
+        DUEQ_TRY(get_u64(*a, field::kept, &x.kept, false));
+        DUEQ_TRY(get_u64(*a, field::both_sides, &x.both_sides, false));
+    }
+    DUEQ_TRY(get_u64(map, field::tasks, &out->tasks, false));
+    DUEQ_TRY(get_u64(map, field::pending, &out->pending, false));
+    DUEQ_TRY(get_u64(map, field::peer_input_dropped, &out->peer_input_dropped, false));
     return ok_status();
 }
 

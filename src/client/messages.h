@@ -13,18 +13,19 @@
 #include <vector>
 
 #include "client/status.h"
+#include "wire/protocol.h"
 
 namespace dueq::client {
 
-inline constexpr const char* kDefaultQueue = "default";
+inline constexpr const char* kDefaultQueue = wire::kDefaultQueue.data();
 
 struct PingRequest {
-    static constexpr std::string_view op = "ping";
+    static constexpr std::string_view op = wire::op_name(wire::Op::ping);
 };
 using PingResponse = Empty;
 
 struct HelloRequest {
-    static constexpr std::string_view op = "hello";
+    static constexpr std::string_view op = wire::op_name(wire::Op::hello);
     std::optional<uint64_t> session;  // resume this session (within session_grace_ms)
     std::optional<std::string> token;
 };
@@ -33,6 +34,7 @@ struct HelloResponse {
     std::string node_id;
     std::string leader;  // "host:port", empty when the node knows no leader
     int64_t protocol = 0;
+    std::string mode;  // wire::kNodeModes, or "proxy"
 };
 
 struct QueueSettings {
@@ -45,7 +47,7 @@ struct QueueSettings {
 };
 
 struct DeclareRequest {
-    static constexpr std::string_view op = "declare";
+    static constexpr std::string_view op = wire::op_name(wire::Op::declare);
     std::string queue = kDefaultQueue;
     std::optional<int64_t> lead_ms;
     std::optional<int64_t> ttr_ms;
@@ -62,7 +64,7 @@ enum class PutMode { upsert, insert, update };
 std::string_view put_mode_name(PutMode mode);
 
 struct PutRequest {
-    static constexpr std::string_view op = "put";
+    static constexpr std::string_view op = wire::op_name(wire::Op::put);
     std::string queue = kDefaultQueue;
     std::string key;
     std::string payload;
@@ -74,7 +76,7 @@ struct PutResponse {
 };
 
 struct GetRequest {
-    static constexpr std::string_view op = "get";
+    static constexpr std::string_view op = wire::op_name(wire::Op::get);
     std::string queue = kDefaultQueue;
     std::string key;
     std::optional<std::string> consistency;  // "local" (server default) or "leader"
@@ -93,14 +95,14 @@ struct GetResponse {
 };
 
 struct DeleteRequest {
-    static constexpr std::string_view op = "delete";
+    static constexpr std::string_view op = wire::op_name(wire::Op::del);
     std::string queue = kDefaultQueue;
     std::string key;
 };
 using DeleteResponse = Empty;
 
 struct TakeRequest {
-    static constexpr std::string_view op = "take";
+    static constexpr std::string_view op = wire::op_name(wire::Op::take);
     std::string queue = kDefaultQueue;
     std::optional<uint32_t> count;       // server default 1, at most 1000
     std::optional<int64_t> timeout_ms;   // server default 0: answer at once
@@ -120,7 +122,7 @@ struct TakeResponse {
 };
 
 struct TouchRequest {
-    static constexpr std::string_view op = "touch";
+    static constexpr std::string_view op = wire::op_name(wire::Op::touch);
     std::string queue = kDefaultQueue;
     std::string key;
     uint64_t lease = 0;
@@ -131,7 +133,7 @@ struct TouchResponse {
 };
 
 struct AckRequest {
-    static constexpr std::string_view op = "ack";
+    static constexpr std::string_view op = wire::op_name(wire::Op::ack);
     std::string queue = kDefaultQueue;
     std::string key;
     uint64_t lease = 0;
@@ -143,7 +145,7 @@ struct AckResponse {
 };
 
 struct ReleaseRequest {
-    static constexpr std::string_view op = "release";
+    static constexpr std::string_view op = wire::op_name(wire::Op::release);
     std::string queue = kDefaultQueue;
     std::string key;
     uint64_t lease = 0;
@@ -152,7 +154,7 @@ struct ReleaseRequest {
 using ReleaseResponse = Empty;
 
 struct BuryRequest {
-    static constexpr std::string_view op = "bury";
+    static constexpr std::string_view op = wire::op_name(wire::Op::bury);
     std::string queue = kDefaultQueue;
     std::string key;
     uint64_t lease = 0;
@@ -160,7 +162,7 @@ struct BuryRequest {
 using BuryResponse = Empty;
 
 struct KickRequest {
-    static constexpr std::string_view op = "kick";
+    static constexpr std::string_view op = wire::op_name(wire::Op::kick);
     std::string queue = kDefaultQueue;
     uint64_t count = 1;
 };
@@ -169,7 +171,7 @@ struct KickResponse {
 };
 
 struct StatsRequest {
-    static constexpr std::string_view op = "stats";
+    static constexpr std::string_view op = wire::op_name(wire::Op::stats);
     std::optional<std::string> queue;  // absent: every known queue
 };
 struct QueueStats {
@@ -188,25 +190,39 @@ struct StatsResponse {
 };
 
 struct StatusRequest {
-    static constexpr std::string_view op = "status";
+    static constexpr std::string_view op = wire::op_name(wire::Op::status);
+};
+struct PeerInfo {
+    std::string id, peer;  // member id and peer address
+    bool connected = false;
+    uint64_t match = 0, lag = 0;  // as the leader sees it; 0 on followers
+};
+struct AutonomyInfo {  // docs/autonomy.md
+    uint64_t overlay = 0, served = 0;
+    uint64_t merged = 0, taken_over = 0, kept = 0, both_sides = 0;  // the latest heal
 };
 struct StatusResponse {
     std::string node_id;
-    std::string role;  // leader | follower | candidate | standalone
+    std::string role;  // leader | follower | candidate | standalone (proxy: "proxy")
     uint64_t term = 0;
-    std::string leader;  // empty when unknown (nil on the wire)
+    std::string leader;     // its client address; empty when unknown (nil on the wire)
+    std::string leader_id;  // its member id
     uint64_t commit_index = 0;
     uint64_t applied_index = 0;
-    std::string mode;  // normal | autonomous
-    std::string peers;  // the `peers` array as msgpack (its element shape is the server's)
-    std::string raw;    // the whole result map as msgpack, for tools
+    uint64_t last_index = 0;
+    std::vector<PeerInfo> peers;
+    std::string mode;  // wire::kNodeModes: normal | autonomous | merging
+    int64_t mode_ms = 0;
+    AutonomyInfo autonomy;
+    uint64_t tasks = 0, pending = 0, peer_input_dropped = 0;
+    std::string raw;  // the whole result map as msgpack, for tools
 };
 
 // Which requests the client may resend by itself after a broken connection, where it
 // cannot know whether the server applied them. See Client in client/client.h.
 constexpr bool always_safe_to_resend(std::string_view op) {
-    return op == "ping" || op == "hello" || op == "get" || op == "stats" || op == "status" ||
-           op == "declare";
+    const auto known = wire::op_from_name(op);
+    return known && wire::op_info(*known).safe_to_resend;
 }
 
 }  // namespace dueq::client

@@ -3,7 +3,7 @@
 #include <msgpack.hpp>
 #include <nlohmann/json.hpp>
 
-#include "client/msgpack_check.h"
+#include "client/codec.h"
 
 namespace dueq::client {
 namespace {
@@ -73,7 +73,7 @@ Result<std::string> payload_from_json(std::string_view json) {
 }
 
 Result<std::string> payload_to_json(std::string_view bytes, int indent) {
-    Status st = check_single_msgpack_value(bytes, MsgpackLimits{64});
+    Status st = check_msgpack_value(bytes, 64);
     if (!st.ok()) return st.error();
     try {
         auto handle = msgpack::unpack(bytes.data(), bytes.size());

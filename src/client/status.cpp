@@ -22,15 +22,7 @@ std::string Error::to_string() const {
 }
 
 std::string_view put_mode_name(PutMode mode) {
-    switch (mode) {
-        case PutMode::upsert:
-            return "upsert";
-        case PutMode::insert:
-            return "insert";
-        case PutMode::update:
-            return "update";
-    }
-    return "upsert";
+    return wire::kPutModes.at(static_cast<std::size_t>(mode));  // in PutMode's order
 }
 
 }  // namespace dueq::client

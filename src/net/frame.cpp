@@ -1,14 +1,17 @@
 #include "net/frame.h"
+#include "wire/protocol.h"
 
 #include <utility>
 
 namespace dueq::net {
 
+namespace field = wire::field;
+
 void FrameBuilder::begin_ok(std::uint64_t id, std::uint32_t extra) {
     pk_.pack_map(2 + extra);
-    key("id");
+    key(field::id);
     pk_.pack_uint64(id);
-    key("ok");
+    key(field::ok);
     pk_.pack_true();
 }
 
@@ -26,18 +29,18 @@ std::string error_frame(std::uint64_t id, queue::Code code, std::string_view mes
                         const std::optional<std::string>& leader) {
     FrameBuilder f;
     f.pk().pack_map(3);
-    f.key("id");
+    f.key(field::id);
     f.pk().pack_uint64(id);
-    f.key("ok");
+    f.key(field::ok);
     f.pk().pack_false();
-    f.key("error");
+    f.key(field::error);
     f.pk().pack_map(leader ? 3 : 2);
-    f.key("code");
+    f.key(field::code);
     f.str(queue::to_string(code));
-    f.key("message");
+    f.key(field::message);
     f.str(message);
     if (leader) {
-        f.key("leader");
+        f.key(field::leader);
         f.str(*leader);
     }
     return f.finish();
@@ -47,15 +50,15 @@ std::string hello_frame(std::uint64_t id, std::uint64_t session, const std::stri
                         const std::string& leader, const std::string& mode) {
     FrameBuilder f;
     f.begin_ok(id, 5);
-    f.key("session");
+    f.key(field::session);
     f.pk().pack_uint64(session);
-    f.key("node_id");
+    f.key(field::node_id);
     f.str(node_id);
-    f.key("leader");
+    f.key(field::leader);
     f.str(leader);
-    f.key("protocol");
-    f.pk().pack_uint32(1);
-    f.key("mode");
+    f.key(field::protocol);
+    f.pk().pack_uint32(wire::kProtocolVersion);
+    f.key(field::mode);
     f.str(mode);
     return f.finish();
 }

@@ -10,26 +10,11 @@
 
 #include "net/limits.h"
 #include "queue/command.h"
+#include "wire/protocol.h"
 
 namespace dueq::net {
 
-enum class Op : std::uint8_t {
-    ping,
-    hello,
-    declare,
-    put,
-    get,
-    del,
-    take,
-    touch,
-    ack,
-    release,
-    bury,
-    kick,
-    stats,
-    status,
-    shards
-};
+using wire::Op;
 const char* to_string(Op op);
 
 // What a client asks, decoded once from its frame: something the node answers itself,

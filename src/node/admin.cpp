@@ -9,6 +9,7 @@
 #include "admin/http_get.h"
 #include "admin/prometheus.h"
 #include "node/node.h"
+#include "wire/protocol.h"
 
 namespace dueq::node {
 
@@ -127,7 +128,7 @@ std::string Node::unhealthy_reason() const {
         return seen && seen->last_heard_ms >= 0 && now - seen->last_heard_ms <= silence;
     };
     const std::string mode = to_string(autonomy_->mode());
-    const std::string note = mode == "normal" ? "" : " (mode " + mode + ")";
+    const std::string note = mode == wire::word::normal ? "" : " (mode " + mode + ")";
     if (raft.leader() == raft::kNoNode)
         return "no leader for " + std::to_string(now - metrics_.leaderless_since) + " ms" + note;
     if (is_leader()) {

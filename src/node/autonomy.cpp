@@ -1,4 +1,5 @@
 #include "node/autonomy.h"
+#include "wire/protocol.h"
 
 #include <spdlog/spdlog.h>
 
@@ -13,15 +14,8 @@ constexpr std::size_t kMergeFrameBytes = 4 << 20;
 }  // namespace
 
 const char* to_string(Autonomy::Mode m) {
-    switch (m) {
-        case Autonomy::Mode::normal:
-            return "normal";
-        case Autonomy::Mode::autonomous:
-            return "autonomous";
-        case Autonomy::Mode::merging:
-            return "merging";
-    }
-    return "normal";
+    // wire::kNodeModes lists the modes in Mode's order.
+    return wire::kNodeModes.at(static_cast<std::size_t>(m)).data();
 }
 
 Autonomy::Autonomy(const AutonomySettings& settings, shell::RaftShell& shell,

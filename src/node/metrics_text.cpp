@@ -3,6 +3,7 @@
 // (seconds, bytes), _total on counters.
 #include "admin/prometheus.h"
 #include "node/node.h"
+#include "wire/protocol.h"
 
 namespace dueq::node {
 
@@ -151,8 +152,8 @@ std::string Node::metrics_text() const {
              "1 for the mode this node is in: normal, autonomous (cut off, serving alone) or "
              "merging.");
     const std::string mode = to_string(autonomy_->mode());
-    for (const char* each : {"normal", "autonomous", "merging"})
-        m.sample("dueq_mode", {{"mode", each}}, U(mode == each ? 1 : 0));
+    for (std::string_view each : wire::kNodeModes)
+        m.sample("dueq_mode", {{"mode", std::string(each)}}, U(mode == each ? 1 : 0));
     m.family("dueq_autonomy_overlay_records", "gauge",
              "Writes made in autonomous mode not merged into the majority yet.");
     m.sample("dueq_autonomy_overlay_records", U(autonomy_->overlay_size()));

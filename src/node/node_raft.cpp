@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "node/node.h"
+#include "wire/protocol.h"
 
 namespace dueq::node {
 
@@ -101,7 +102,7 @@ void Node::propose_configured_settings() {
                          nullptr, now_ms());
     }
     for (const auto& [name, s] : config_.queues) {
-        if (name == "default" || store.settings(name) == s) continue;
+        if (name == wire::kDefaultQueue || store.settings(name) == s) continue;
         spdlog::info(
             "[queues.{}] of this node's config differs from the replicated settings; "
             "proposing it",

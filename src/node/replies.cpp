@@ -4,8 +4,11 @@
 #include <variant>
 
 #include "net/frame.h"
+#include "wire/protocol.h"
 
 namespace dueq::node {
+
+namespace field = wire::field;
 
 using net::FrameBuilder;
 
@@ -21,23 +24,23 @@ std::size_t task_room(std::size_t key_bytes, std::size_t payload_bytes) {
 std::string get_reply(std::uint64_t id, const queue::TaskView& t) {
     FrameBuilder f(kAnswerBytes + task_room(t.key.size(), t.payload.size()));
     f.begin_ok(id, 1);
-    f.key("task");
+    f.key(field::task);
     const bool taken = t.status == queue::Status::taken;
     f.pk().pack_map(taken ? 7 : 6);
-    f.key("key");
+    f.key(field::key);
     f.key_bytes(t.key);
-    f.key("payload");
+    f.key(field::payload);
     f.raw(t.payload);
-    f.key("status");
+    f.key(field::status);
     f.str(queue::to_string(t.status));
-    f.key("time");
+    f.key(field::time);
     f.pk().pack_int64(t.time);
-    f.key("attempts");
+    f.key(field::attempts);
     f.pk().pack_uint32(t.attempts);
-    f.key("version");
+    f.key(field::version);
     f.pk().pack_uint64(t.version);
     if (taken) {
-        f.key("lease_until");
+        f.key(field::lease_until);
         f.pk().pack_int64(t.lease_until);
     }
     return f.finish();
@@ -50,24 +53,24 @@ std::uint32_t stats_fields(const queue::QueueStats& s) {
 // The entries only; the caller packs the map header (one queue's stats sit at the top
 // level of the response, several queues' in an array of maps).
 void pack_stats_entries(FrameBuilder& f, const std::string& name, const queue::QueueStats& s) {
-    f.key("queue");
+    f.key(field::queue);
     f.str(name);
-    f.key("ready");
+    f.key(field::ready);
     f.pk().pack_uint64(s.ready);
-    f.key("taken");
+    f.key(field::taken);
     f.pk().pack_uint64(s.taken);
-    f.key("buried");
+    f.key(field::buried);
     f.pk().pack_uint64(s.buried);
-    f.key("done");
+    f.key(field::done);
     f.pk().pack_uint64(s.done);
-    f.key("due_now");
+    f.key(field::due_now);
     f.pk().pack_uint64(s.due_now);
     if (s.next_due) {
-        f.key("next_due");
+        f.key(field::next_due);
         f.pk().pack_int64(*s.next_due);
     }
     if (s.oldest_late) {
-        f.key("oldest_late");
+        f.key(field::oldest_late);
         f.pk().pack_int64(*s.oldest_late);
     }
 }
@@ -84,7 +87,7 @@ std::string stats_reply(std::uint64_t id, const queue::Store& store, const std::
     }
     const auto names = store.queue_names();
     f.begin_ok(id, 1);
-    f.key("queues");
+    f.key(field::queues);
     f.pk().pack_array(std::uint32_t(names.size()));
     for (const auto& n : names) {
         const auto s = store.stats(n, now);
@@ -97,98 +100,98 @@ std::string stats_reply(std::uint64_t id, const queue::Store& store, const std::
 std::string status_reply(std::uint64_t id, const StatusInfo& s) {
     FrameBuilder f;
     f.begin_ok(id, 15);
-    f.key("node_id");
+    f.key(field::node_id);
     f.str(s.node_id);
-    f.key("role");
+    f.key(field::role);
     f.str(s.role);
-    f.key("term");
+    f.key(field::term);
     f.pk().pack_uint64(s.term);
-    f.key("leader");
+    f.key(field::leader);
     f.str(s.leader);
-    f.key("leader_id");
+    f.key(field::leader_id);
     f.str(s.leader_id);
-    f.key("commit_index");
+    f.key(field::commit_index);
     f.pk().pack_uint64(s.commit_index);
-    f.key("applied_index");
+    f.key(field::applied_index);
     f.pk().pack_uint64(s.applied_index);
-    f.key("last_index");
+    f.key(field::last_index);
     f.pk().pack_uint64(s.last_index);
-    f.key("peers");
+    f.key(field::peers);
     f.pk().pack_array(std::uint32_t(s.peers.size()));
     for (const auto& p : s.peers) {
         f.pk().pack_map(5);
-        f.key("id");
+        f.key(field::id);
         f.str(p.id);
-        f.key("peer");
+        f.key(field::peer);
         f.str(p.peer);
-        f.key("connected");
+        f.key(field::connected);
         f.pk().pack(p.connected);
-        f.key("match");
+        f.key(field::match);
         f.pk().pack_uint64(p.match);
-        f.key("lag");
+        f.key(field::lag);
         f.pk().pack_uint64(p.lag);
     }
-    f.key("mode");
+    f.key(field::mode);
     f.str(s.mode);
-    f.key("mode_ms");
+    f.key(field::mode_ms);
     f.pk().pack_int64(s.mode_ms);
-    f.key("autonomy");
+    f.key(field::autonomy);
     f.pk().pack_map(6);
-    f.key("overlay");
+    f.key(field::overlay);
     f.pk().pack_uint64(s.overlay);
-    f.key("served");
+    f.key(field::served);
     f.pk().pack_uint64(s.served_autonomous);
-    f.key("merged");
+    f.key(field::merged);
     f.pk().pack_uint64(s.merged);
-    f.key("taken_over");
+    f.key(field::taken_over);
     f.pk().pack_uint64(s.merge_taken_over);
-    f.key("kept");
+    f.key(field::kept);
     f.pk().pack_uint64(s.merge_kept);
-    f.key("both_sides");
+    f.key(field::both_sides);
     f.pk().pack_uint64(s.merge_both_sides);
-    f.key("tasks");
+    f.key(field::tasks);
     f.pk().pack_uint64(s.tasks);
-    f.key("pending");
+    f.key(field::pending);
     f.pk().pack_uint64(s.pending);
-    f.key("peer_input_dropped");
+    f.key(field::peer_input_dropped);
     f.pk().pack_uint64(s.peer_input_dropped);
     return f.finish();
 }
 
 namespace {
 void declare_fields(FrameBuilder& f, const queue::QueueSettings& s) {
-    f.key("settings");
+    f.key(field::settings);
     f.pk().pack_map(6);
-    f.key("lead_ms");
+    f.key(field::lead_ms);
     f.pk().pack_int64(s.lead_ms);
-    f.key("ttr_ms");
+    f.key(field::ttr_ms);
     f.pk().pack_int64(s.ttr_ms);
-    f.key("max_attempts");
+    f.key(field::max_attempts);
     f.pk().pack_uint32(s.max_attempts);
-    f.key("retention_ms");
+    f.key(field::retention_ms);
     f.pk().pack_int64(s.retention_ms);
-    f.key("late_share");
+    f.key(field::late_share);
     f.pk().pack_double(s.late_share);
-    f.key("autonomous");
+    f.key(field::autonomous);
     f.pk().pack(s.autonomous);
 }
 
 void take_fields(FrameBuilder& f, const std::vector<queue::TakenTask>& tasks) {
-    f.key("tasks");
+    f.key(field::tasks);
     f.pk().pack_array(std::uint32_t(tasks.size()));
     for (const auto& t : tasks) {
         f.pk().pack_map(6);
-        f.key("key");
+        f.key(field::key);
         f.key_bytes(t.key);
-        f.key("payload");
+        f.key(field::payload);
         f.raw(t.payload);
-        f.key("time");
+        f.key(field::time);
         f.pk().pack_int64(t.time);
-        f.key("lease");
+        f.key(field::lease);
         f.pk().pack_uint64(t.lease);
-        f.key("lease_until");
+        f.key(field::lease_until);
         f.pk().pack_int64(t.lease_until);
-        f.key("attempts");
+        f.key(field::attempts);
         f.pk().pack_uint32(t.attempts);
     }
 }
@@ -205,15 +208,15 @@ std::string result_reply(std::uint64_t id, const queue::Command& cmd, const queu
             using C = std::decay_t<decltype(c)>;
             if constexpr (std::is_same_v<C, queue::Put> || std::is_same_v<C, queue::Ack>) {
                 f.begin_ok(id, 1);
-                f.key("version");
+                f.key(field::version);
                 f.pk().pack_uint64(r.version);
             } else if constexpr (std::is_same_v<C, queue::Touch>) {
                 f.begin_ok(id, 1);
-                f.key("lease_until");
+                f.key(field::lease_until);
                 f.pk().pack_int64(r.lease_until);
             } else if constexpr (std::is_same_v<C, queue::Kick>) {
                 f.begin_ok(id, 1);
-                f.key("kicked");
+                f.key(field::kicked);
                 f.pk().pack_uint32(r.kicked);
             } else if constexpr (std::is_same_v<C, queue::Declare>) {
                 f.begin_ok(id, 1);

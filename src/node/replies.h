@@ -7,6 +7,7 @@
 
 #include "net/request.h"
 #include "queue/store.h"
+#include "wire/protocol.h"
 
 namespace dueq::node {
 
@@ -23,7 +24,7 @@ struct StatusInfo {
     std::uint64_t peer_input_dropped = 0;  // peer frames refused before the Raft core
     std::vector<PeerStatus> peers;
     // Autonomous mode (docs/autonomy.md).
-    std::string mode = "normal";          // normal | autonomous | merging
+    std::string mode{wire::word::normal};  // wire::kNodeModes
     std::int64_t mode_ms = 0;             // time in that mode
     std::uint64_t overlay = 0;            // writes of autonomous mode not merged yet
     std::uint64_t served_autonomous = 0;  // commands served in autonomous mode (since start)

@@ -6,6 +6,7 @@
 #include "net/frame.h"
 #include "net/peer_handshake.h"
 #include "shard/shards_reply.h"
+#include "wire/protocol.h"
 
 namespace dueq::shard {
 
@@ -135,22 +136,23 @@ void Proxy::hello(const ConnPtr& conn, std::uint64_t id, const net::Hello& h) {
             conn->session = *h.session;
         }
     }
-    conn->send(net::hello_frame(id, conn->session, options_.name, "", "proxy"));
+    conn->send(
+        net::hello_frame(id, conn->session, options_.name, "", std::string(wire::word::proxy)));
 }
 
 void Proxy::status(const ConnPtr& conn, std::uint64_t id) {
     const auto& map = router_->map();
     net::FrameBuilder f;
     f.begin_ok(id, 5);
-    f.key("node_id"), f.str(options_.name);
-    f.key("role"), f.str("proxy");
-    f.key("leader"), f.str("");
-    f.key("map_version"), f.pk().pack_uint64(map.version);
-    f.key("shards"), f.pk().pack_array(std::uint32_t(map.shards.size()));
+    f.key(wire::field::node_id), f.str(options_.name);
+    f.key(wire::field::role), f.str(wire::word::proxy);
+    f.key(wire::field::leader), f.str("");
+    f.key(wire::field::map_version), f.pk().pack_uint64(map.version);
+    f.key(wire::field::shards), f.pk().pack_array(std::uint32_t(map.shards.size()));
     for (std::size_t i = 0; i < map.shards.size(); ++i) {
         f.pk().pack_map(2);
-        f.key("name"), f.str(map.shards[i].name);
-        f.key("leader"), f.str(router_->known_leader(i));
+        f.key(wire::field::name), f.str(map.shards[i].name);
+        f.key(wire::field::leader), f.str(router_->known_leader(i));
     }
     conn->send(f.finish());
 }
@@ -205,14 +207,15 @@ void Proxy::release_session(std::uint64_t id) {
 void Proxy::release(std::size_t shard, const std::string& queue, const std::string& key,
                     std::uint64_t lease) {
     if (!router_ || shard >= router_->map().shards.size()) return;
-    auto request = request_map("release", 3, [&](Packer& pk) {
-        pack_str(pk, "queue"), pack_str(pk, queue);
-        pack_str(pk, "key"), pk.pack_bin(std::uint32_t(key.size())),
+    auto request = request_map(wire::op_name(wire::Op::release), 3, [&](Packer& pk) {
+        pack_str(pk, wire::field::queue), pack_str(pk, queue);
+        pack_str(pk, wire::field::key), pk.pack_bin(std::uint32_t(key.size())),
             pk.pack_bin_body(key.data(), std::uint32_t(key.size()));
-        pack_str(pk, "lease"), pk.pack_uint64(lease);
+        pack_str(pk, wire::field::lease), pk.pack_uint64(lease);
     });
     // lease_mismatch is a normal answer here (acked, expired or retaken meanwhile).
-    router_->call(shard, "release", request->get(), [](client::Result<client::ResponseFrame>) {});
+    router_->call(shard, wire::op_name(wire::Op::release), request->get(),
+                  [](client::Result<client::ResponseFrame>) {});
 }
 
 }  // namespace dueq::shard

@@ -33,12 +33,13 @@
 #include "net/server.h"
 #include "shard/request_map.h"
 #include "shard/router.h"
+#include "wire/protocol.h"
 
 namespace dueq::shard {
 
 struct ProxyOptions {
     std::string listen = "127.0.0.1:7600";
-    std::string name = "proxy";        // its node_id in hello and status
+    std::string name{wire::word::proxy};  // its node_id in hello and status
     std::string map_file;              // the shard map (reloaded on SIGHUP)
     std::optional<std::string> token;  // clients must say hello with it; sent upstream
     std::chrono::milliseconds session_grace{5000};

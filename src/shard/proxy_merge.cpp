@@ -6,6 +6,7 @@
 #include "client/codec.h"
 #include "net/frame.h"
 #include "shard/proxy.h"
+#include "wire/protocol.h"
 
 namespace dueq::shard {
 
@@ -24,11 +25,11 @@ struct Totals {
             const auto& kv = m.via.map.ptr[i];
             if (kv.key.type != msgpack::type::STR) continue;
             const std::string name(kv.key.via.str.ptr, kv.key.via.str.size);
-            if (name == "next_due" || name == "oldest_late") {
+            if (name == wire::field::next_due || name == wire::field::oldest_late) {
                 if (kv.val.type != msgpack::type::POSITIVE_INTEGER &&
                     kv.val.type != msgpack::type::NEGATIVE_INTEGER)
                     continue;
-                auto& slot = name == "next_due" ? next_due : oldest_late;
+                auto& slot = name == wire::field::next_due ? next_due : oldest_late;
                 const auto v = kv.val.as<std::int64_t>();
                 slot = slot ? std::min(*slot, v) : v;
             } else if (kv.val.type == msgpack::type::POSITIVE_INTEGER) {
@@ -39,11 +40,11 @@ struct Totals {
     void pack(net::FrameBuilder& f, const std::string& queue) const {
         f.pk().pack_map(
             std::uint32_t(1 + counts.size() + (next_due ? 1 : 0) + (oldest_late ? 1 : 0)));
-        f.key("queue"), f.str(queue);
+        f.key(wire::field::queue), f.str(queue);
         for (const auto& [name, n] : counts)
             f.key(name), f.pk().pack_uint64(n);
-        if (next_due) f.key("next_due"), f.pk().pack_int64(*next_due);
-        if (oldest_late) f.key("oldest_late"), f.pk().pack_int64(*oldest_late);
+        if (next_due) f.key(wire::field::next_due), f.pk().pack_int64(*next_due);
+        if (oldest_late) f.key(wire::field::oldest_late), f.pk().pack_int64(*oldest_late);
     }
 };
 
@@ -80,9 +81,9 @@ void Proxy::every_step(const std::shared_ptr<EveryJob>& job) {
     const std::size_t shard = job->next++;
     MsgHandle request = job->request;
     if (k)  // what is left of the count, so that all shards together move at most count
-        request = request_map("kick", 2, [&](Packer& pk) {
-            pack_str(pk, "queue"), pack_str(pk, k->queue);
-            pack_str(pk, "count"), pk.pack_uint64(k->count - job->kicked);
+        request = request_map(wire::op_name(wire::Op::kick), 2, [&](Packer& pk) {
+            pack_str(pk, wire::field::queue), pack_str(pk, k->queue);
+            pack_str(pk, wire::field::count), pk.pack_uint64(k->count - job->kicked);
         });
     const std::string name = map.shards[shard].name;
     router_->call(
@@ -94,16 +95,17 @@ void Proxy::every_step(const std::shared_ptr<EveryJob>& job) {
             } else if (!r->ok) {
                 job->error = net::error_frame(job->req.id, r->error.code,
                                               "shard '" + name + "': " + r->error.message);
-            } else if (const auto* kicked = field(*r->map, "kicked")) {
+            } else if (const auto* kicked = field(*r->map, wire::field::kicked)) {
                 job->kicked +=
                     kicked->type == msgpack::type::POSITIVE_INTEGER ? kicked->via.u64 : 0;
             } else if (job->req.op == net::Op::stats) {
-                if (const auto* list = field(*r->map, "queues");
+                if (const auto* list = field(*r->map, wire::field::queues);
                     list && list->type == msgpack::type::ARRAY) {
                     for (std::uint32_t i = 0; i < list->via.array.size; ++i)
-                        job->queues[bytes_of(field(list->via.array.ptr[i], "queue"))].add(list->via.array.ptr[i]);
+                        job->queues[bytes_of(field(list->via.array.ptr[i], wire::field::queue))]
+                            .add(list->via.array.ptr[i]);
                 } else {
-                    job->queues[bytes_of(field(*r->map, "queue"))].add(*r->map);
+                    job->queues[bytes_of(field(*r->map, wire::field::queue))].add(*r->map);
                 }
             }
             if (r.ok()) job->last = std::move(r);
@@ -121,7 +123,7 @@ void Proxy::every_answer(const std::shared_ptr<EveryJob>& job) {
     net::FrameBuilder f;
     if (job->req.op == net::Op::kick) {
         f.begin_ok(id, 1);
-        f.key("kicked"), f.pk().pack_uint64(job->kicked);
+        f.key(wire::field::kicked), f.pk().pack_uint64(job->kicked);
         return conn->send(f.finish());
     }
     const auto& stats = std::get<net::GetStats>(job->req.body);
@@ -132,10 +134,11 @@ void Proxy::every_answer(const std::shared_ptr<EveryJob>& job) {
         t.pack(inner, *stats.queue);
         std::string packed = inner.finish().substr(4);
         auto handle = msgpack::unpack(packed.data(), packed.size());
-        return conn->send(client::repack_with_id(handle.get(), id, {{"ok", true}}));
+        return conn->send(
+            client::repack_with_id(handle.get(), id, {{std::string(wire::field::ok), true}}));
     }
     f.begin_ok(id, 1);
-    f.key("queues"), f.pk().pack_array(std::uint32_t(job->queues.size()));
+    f.key(wire::field::queues), f.pk().pack_array(std::uint32_t(job->queues.size()));
     for (const auto& [name, t] : job->queues)
         t.pack(f, name);
     conn->send(f.finish());

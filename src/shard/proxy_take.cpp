@@ -8,6 +8,7 @@
 #include "client/codec.h"
 #include "net/frame.h"
 #include "shard/proxy.h"
+#include "wire/protocol.h"
 
 namespace dueq::shard {
 
@@ -36,14 +37,14 @@ struct Proxy::TakeJob {
 namespace {
 
 MsgHandle take_request(const queue::Take& t, std::uint32_t count, std::int64_t timeout_ms) {
-    return request_map("take", t.ttr_ms ? 5 : 4, [&](Packer& pk) {
-        pack_str(pk, "queue"), pack_str(pk, t.queue);
-        pack_str(pk, "count"), pk.pack_uint32(count);
-        pack_str(pk, "timeout_ms"), pk.pack_int64(timeout_ms);
+    return request_map(wire::op_name(wire::Op::take), t.ttr_ms ? 5 : 4, [&](Packer& pk) {
+        pack_str(pk, wire::field::queue), pack_str(pk, t.queue);
+        pack_str(pk, wire::field::count), pk.pack_uint32(count);
+        pack_str(pk, wire::field::timeout_ms), pk.pack_int64(timeout_ms);
         // The proxy tracks its clients' sessions itself: its own connection to a shard
         // outlives them, and must not take their leases with it when it closes.
-        pack_str(pk, "release_on_disconnect"), pk.pack(false);
-        if (t.ttr_ms) pack_str(pk, "ttr_ms"), pk.pack_int64(*t.ttr_ms);
+        pack_str(pk, wire::field::release_on_disconnect), pk.pack(false);
+        if (t.ttr_ms) pack_str(pk, wire::field::ttr_ms), pk.pack_int64(*t.ttr_ms);
     });
 }
 
@@ -73,7 +74,7 @@ void Proxy::take_sweep(const std::shared_ptr<TakeJob>& job, std::size_t asked) {
     auto request = take_request(job->take, want, 0);
     const std::string name = router_->map().shards[shard].name;
     router_->call(
-        shard, "take", request->get(),
+        shard, wire::op_name(wire::Op::take), request->get(),
         [this, job, shard, asked, name](client::Result<client::ResponseFrame> r) {
             if (!router_) return;
             if (!take_collect(*job, shard, r, name)) return;
@@ -92,7 +93,7 @@ void Proxy::take_wait(const std::shared_ptr<TakeJob>& job) {
         auto request = take_request(job->take, job->take.count, left.count());
         const std::string name = router_->map().shards[shard].name;
         router_->call(
-            shard, "take", request->get(),
+            shard, wire::op_name(wire::Op::take), request->get(),
             [this, job, shard, name](client::Result<client::ResponseFrame> r) {
                 if (!router_) return;
                 --job->waiting;
@@ -109,21 +110,22 @@ void Proxy::take_answer(const std::shared_ptr<TakeJob>& job) {
     auto conn = job->conn.lock();
     if (!conn || !conn->open()) {
         for (const auto& got : job->tasks)
-            release(got.shard, job->take.queue, bytes_of(field(*got.task, "key")),
-                    field(*got.task, "lease")->as<std::uint64_t>());
+            release(got.shard, job->take.queue, bytes_of(field(*got.task, wire::field::key)),
+                    field(*got.task, wire::field::lease)->as<std::uint64_t>());
         return;
     }
     if (!job->any_ok && job->tasks.empty()) return conn->send(job->first_error);
     auto session = sessions_.find(job->session);
     net::FrameBuilder f;
     f.begin_ok(job->id, 1);
-    f.key("tasks");
+    f.key(wire::field::tasks);
     f.pk().pack_array(std::uint32_t(job->tasks.size()));
     for (const auto& got : job->tasks) {
         f.pk().pack(*got.task);
         if (job->take.release_on_disconnect && session != sessions_.end())
-            session->second.held[{got.shard, job->take.queue, bytes_of(field(*got.task, "key"))}] =
-                field(*got.task, "lease")->as<std::uint64_t>();
+            session->second
+                .held[{got.shard, job->take.queue, bytes_of(field(*got.task, wire::field::key))}] =
+                field(*got.task, wire::field::lease)->as<std::uint64_t>();
     }
     conn->send(f.finish());
 }
@@ -143,12 +145,12 @@ bool Proxy::take_collect(TakeJob& job, std::size_t shard, client::Result<client:
                                         : std::optional<std::string>(r->error.leader));
     } else {
         job.any_ok = true;
-        const auto* tasks = field(*r->map, "tasks");
+        const auto* tasks = field(*r->map, wire::field::tasks);
         if (tasks && tasks->type == msgpack::type::ARRAY)
             for (std::uint32_t i = 0; i < tasks->via.array.size; ++i) {
                 const auto& t = tasks->via.array.ptr[i];
-                const auto* key = field(t, "key");
-                const auto* lease = field(t, "lease");
+                const auto* key = field(t, wire::field::key);
+                const auto* lease = field(t, wire::field::lease);
                 if (key && lease && lease->type == msgpack::type::POSITIVE_INTEGER)
                     got.push_back(&t);
             }
@@ -159,8 +161,8 @@ bool Proxy::take_collect(TakeJob& job, std::size_t shard, client::Result<client:
         if (wanted && job.tasks.size() < job.take.count) {
             job.tasks.push_back({shard, r->handle, t});
         } else {
-            release(shard, job.take.queue, bytes_of(field(*t, "key")),
-                    field(*t, "lease")->as<std::uint64_t>());
+            release(shard, job.take.queue, bytes_of(field(*t, wire::field::key)),
+                    field(*t, wire::field::lease)->as<std::uint64_t>());
         }
     }
     return wanted;

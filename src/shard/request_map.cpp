@@ -1,4 +1,5 @@
 #include "shard/request_map.h"
+#include "wire/protocol.h"
 
 namespace dueq::shard {
 
@@ -12,7 +13,7 @@ MsgHandle request_map(std::string_view op, std::uint32_t entries,
     msgpack::sbuffer buf;
     Packer pk(buf);
     pk.pack_map(entries + 1);
-    pack_str(pk, "op"), pack_str(pk, op);
+    pack_str(pk, wire::field::op), pack_str(pk, op);
     pack_entries(pk);
     return std::make_shared<msgpack::object_handle>(msgpack::unpack(buf.data(), buf.size()));
 }

@@ -1,6 +1,7 @@
 #include "shard/router.h"
 
 #include "net/frame.h"
+#include "wire/protocol.h"
 
 namespace dueq::shard {
 
@@ -54,7 +55,7 @@ void Router::call(std::size_t shard, std::string_view op, const msgpack::object&
         });
     };
     client_for(shard).async_raw(op, request, std::move(on_answer), {.timeout = timeout}, extra_wait,
-                                {{"forwarded", true}});
+                                {{std::string(wire::field::forwarded), true}});
 }
 
 void Router::relay(std::size_t shard, std::string_view op, std::string_view body,

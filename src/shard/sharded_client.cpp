@@ -1,49 +1,74 @@
 #include "shard/sharded_client.h"
 
+#include <span>
+#include <stdexcept>
 #include <thread>
 
 #include "shard/request_map.h"
+#include "wire/protocol.h"
 
 namespace dueq::shard {
 
 using client::Code;
 using client::Error;
 
+namespace {
+
+// The value of a field the answer must hold; throws when it is absent.
+const msgpack::object& required(const msgpack::object& map, std::string_view name) {
+    const auto* v = field(map, name);
+    if (!v) throw std::runtime_error("missing field");
+    return *v;
+}
+
+const msgpack::object_array& array_of(const msgpack::object& o) {
+    if (o.type != msgpack::type::ARRAY) throw std::runtime_error("not an array");
+    return o.via.array;
+}
+
+// One entry of `shards`; its buckets are marked as its own (index i) in map.owner.
+Shard shard_from_answer(const msgpack::object& s, std::uint16_t i, ShardMap& map) {
+    Shard out;
+    out.name = bytes_of(&required(s, wire::field::name));
+    for (const auto& m : std::span(array_of(required(s, wire::field::members)).ptr,
+                                   array_of(required(s, wire::field::members)).size))
+        out.members.push_back(
+            {bytes_of(&required(m, wire::field::id)), bytes_of(&required(m, wire::field::client))});
+    const auto& ranges = array_of(required(s, wire::field::buckets));
+    for (const auto& r : std::span(ranges.ptr, ranges.size)) {
+        const auto& pair = array_of(r);
+        if (pair.size != 2) throw std::runtime_error("a bucket range is not [first, last]");
+        const auto lo = pair.ptr[0].as<std::uint32_t>(), hi = pair.ptr[1].as<std::uint32_t>();
+        if (hi < lo || hi >= map.bucket_count) throw std::runtime_error("bucket out of range");
+        out.buckets.emplace_back(lo, hi);
+        for (auto b = lo; b <= hi; ++b)
+            map.owner[b] = i;
+    }
+    return out;
+}
+
+}  // namespace
+
 std::optional<ShardMap> map_from_answer(const msgpack::object& answer) {
     try {
+        // Routing hashes keys the way the map's owner does; any other hash routes wrong.
+        if (bytes_of(&required(answer, wire::field::hash)) != wire::word::fnv1a64)
+            return std::nullopt;
         ShardMap map;
-        map.version = field(answer, "version")->as<std::uint64_t>();
-        map.bucket_count = field(answer, "buckets")->as<std::uint32_t>();
+        map.version = required(answer, wire::field::version).as<std::uint64_t>();
+        map.bucket_count = required(answer, wire::field::buckets).as<std::uint32_t>();
         if (map.bucket_count == 0 || map.bucket_count > kMaxBuckets) return std::nullopt;
         map.owner.assign(map.bucket_count, 0xffff);
-        const auto* shards = field(answer, "shards");
-        if (!shards || shards->type != msgpack::type::ARRAY || shards->via.array.size == 0)
-            return std::nullopt;
-        for (std::uint32_t i = 0; i < shards->via.array.size; ++i) {
-            const auto& s = shards->via.array.ptr[i];
-            Shard out;
-            out.name = bytes_of(field(s, "name"));
-            const auto* members = field(s, "members");
-            for (std::uint32_t j = 0; members && j < members->via.array.size; ++j)
-                out.members.push_back({bytes_of(field(members->via.array.ptr[j], "id")),
-                                       bytes_of(field(members->via.array.ptr[j], "client"))});
-            if (out.members.empty()) return std::nullopt;
-            const auto* ranges = field(s, "buckets");
-            for (std::uint32_t j = 0; ranges && j < ranges->via.array.size; ++j) {
-                const auto& r = ranges->via.array.ptr[j];
-                const auto lo = r.via.array.ptr[0].as<std::uint32_t>();
-                const auto hi = r.via.array.ptr[1].as<std::uint32_t>();
-                if (hi < lo || hi >= map.bucket_count) return std::nullopt;
-                out.buckets.emplace_back(lo, hi);
-                for (auto b = lo; b <= hi; ++b)
-                    map.owner[b] = std::uint16_t(i);
-            }
-            map.shards.push_back(std::move(out));
+        const auto& shards = array_of(required(answer, wire::field::shards));
+        if (shards.size == 0 || shards.size >= 0xffff) return std::nullopt;
+        for (std::uint32_t i = 0; i < shards.size; ++i) {
+            map.shards.push_back(shard_from_answer(shards.ptr[i], std::uint16_t(i), map));
+            if (map.shards.back().members.empty()) return std::nullopt;
         }
         for (auto o : map.owner)
             if (o == 0xffff) return std::nullopt;
         return map;
-    } catch (const std::exception&) {  // a field of the wrong type
+    } catch (const std::exception&) {  // a field absent or of the wrong type
         return std::nullopt;
     }
 }
@@ -58,7 +83,8 @@ client::Status ShardedClient::refresh_map() {
         o.seeds = {seed};
         o.max_redirects = 0;
         client::Client c(o);
-        auto r = c.call_raw("shards", request_map("shards", 0)->get());
+        auto r = c.call_raw(wire::op_name(wire::Op::shards),
+                            request_map(wire::op_name(wire::Op::shards), 0)->get());
         if (!r.ok() || !r->ok) {
             why = seed + ": " + (r.ok() ? r->error.to_string() : r.error().to_string());
             continue;

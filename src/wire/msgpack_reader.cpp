@@ -1,8 +1,8 @@
-#include "net/msgpack_reader.h"
+#include "wire/msgpack_reader.h"
 
 #include <cstring>
 
-namespace dueq::net {
+namespace dueq::wire {
 namespace {
 
 std::uint64_t be(const unsigned char* p, int n) {
@@ -232,4 +232,4 @@ std::optional<std::pair<MsgValue, MsgValue>> MapReader::next() {
     return std::make_pair(k, v);
 }
 
-}  // namespace dueq::net
+}  // namespace dueq::wire

@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-namespace dueq::net {
+namespace dueq::wire {
 
 enum class MsgType : std::uint8_t {
     nil,
@@ -66,4 +66,4 @@ class MapReader {
 // Number of bytes of the value at the start of a validated buffer.
 std::size_t value_size(std::string_view bytes);
 
-}  // namespace dueq::net
+}  // namespace dueq::wire

@@ -2,9 +2,9 @@
 
 #include <msgpack.hpp>
 
-#include "net/msgpack_reader.h"
+#include "wire/msgpack_reader.h"
 
-using namespace dueq::net;
+using namespace dueq::wire;
 
 namespace {
 template <typename T>
@@ -110,4 +110,29 @@ TEST_CASE("MapReader walks entries with their encoded extents") {
     REQUIRE(e2);
     CHECK(e2->second.as_uint() == 7);
     CHECK_FALSE(r.next());
+}
+
+// These were the client library's own checker's cases before the client read responses
+// with this reader too.
+TEST_CASE("every kind of lie about a length is refused, and nesting is capped at 32") {
+    CHECK(valid(std::string("\xd4\x01\x02", 3)));
+    CHECK(valid(std::string("\xc7\x02\x05\xaa\xbb", 5)));
+    CHECK_FALSE(valid(""));
+    CHECK_FALSE(valid("\xc1"));
+    CHECK_FALSE(
+        valid("\xa3"
+              "ab"));
+    CHECK_FALSE(valid(std::string("\xdb\xff\xff\xff\xff", 5)));
+    CHECK_FALSE(valid(std::string("\xdd\x00\x01\x00\x00\x01", 6)));
+    CHECK_FALSE(valid(std::string("\xdf\x00\x00\x00\x01\x01", 6)));  // one pair needs two
+    CHECK_FALSE(valid(std::string("\xc6\x00\x00", 3)));
+    CHECK_FALSE(valid(std::string("\xcf\x00\x00", 3)));
+    CHECK_FALSE(valid(std::string("\xc9\x00\x00\x00\x01", 5)));  // ext32 without its type byte
+    CHECK_FALSE(valid(std::string("\x01\x02", 2)));
+    std::string ok(32, '\x91');
+    ok += '\xc0';
+    CHECK(valid(ok));
+    std::string deep(33, '\x91');
+    deep += '\xc0';
+    CHECK_FALSE(valid(deep));
 }
