@@ -104,7 +104,7 @@ using DeleteResponse = Empty;
 struct TakeRequest {
     static constexpr std::string_view op = wire::op_name(wire::Op::take);
     std::string queue = kDefaultQueue;
-    std::optional<uint32_t> count;       // server default 1, at most 1000
+    std::optional<uint32_t> count;       // server default 1, at most [limits] max_take_count
     std::optional<int64_t> timeout_ms;   // server default 0: answer at once
     std::optional<int64_t> ttr_ms;       // server default: the queue's ttr_ms
     std::optional<bool> release_on_disconnect;  // server default true
