@@ -1,7 +1,7 @@
-// The node's HTTP admin endpoints (docs/admin.md): /health, /ready, /status, /cluster,
-// /metrics (metrics_text.cpp) and the dashboard at /. Everything here runs on the event
-// loop and reads state the loop owns, so a request costs the loop its handling time and
-// nothing while idle.
+// NodeAdmin's endpoints (docs/admin.md): /health, /ready, /status, /cluster, /metrics
+// (metrics_text.cpp) and the dashboard at /. Everything here runs on the event loop and
+// reads state the loop owns, so a request costs the loop its handling time and nothing
+// while idle.
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
@@ -9,6 +9,7 @@
 #include "admin/http_get.h"
 #include "admin/prometheus.h"
 #include "node/node.h"
+#include "node/node_admin.h"
 #include "wire/protocol.h"
 
 namespace dueq::node {
@@ -71,38 +72,42 @@ void add_history(json& j, const NodeMetrics& metrics) {
 
 }  // namespace
 
-std::optional<std::string> Node::start_admin() {
-    if (config_.admin_listen.empty()) return std::nullopt;
+std::optional<std::string> NodeAdmin::start() {
+    if (node_.config_.admin_listen.empty()) return std::nullopt;
     try {
-        admin_ = std::make_unique<admin::HttpServer>(
-            io_, config_.admin_listen,
+        http_ = std::make_unique<admin::HttpServer>(
+            node_.io_, node_.config_.admin_listen,
             [this](const admin::HttpRequest& req, admin::HttpServer::Respond respond) {
-                on_admin_request(req, std::move(respond));
+                on_request(req, std::move(respond));
             });
     } catch (const std::exception& e) {
-        return "cannot listen for HTTP admin on " + config_.admin_listen + ": " + e.what();
+        return "cannot listen for HTTP admin on " + node_.config_.admin_listen + ": " + e.what();
     }
-    spdlog::info("HTTP admin on {} (port {})", config_.admin_listen, admin_->port());
+    spdlog::info("HTTP admin on {} (port {})", node_.config_.admin_listen, http_->port());
     return std::nullopt;
 }
 
-void Node::on_admin_request(const admin::HttpRequest& req, admin::HttpServer::Respond respond) {
+void NodeAdmin::stop() {
+    if (http_) http_->stop();
+}
+
+void NodeAdmin::on_request(const admin::HttpRequest& req, admin::HttpServer::Respond respond) {
     const std::string& p = req.path;
     // Before the log is replayed there is no state to show: only the probes answer.
-    if (loading_ && p != "/health" && p != "/ready")
+    if (node_.loading_ && p != "/health" && p != "/ready")
         return respond(json_response(503, R"({"reason":"loading"})"));
     if (p == "/health" || p == "/ready") {
-        std::string reason = loading_ ? "loading" : stopped_ ? "stopping" : "";
+        std::string reason = node_.loading_ ? "loading" : node_.stopped_ ? "stopping" : "";
         if (reason.empty() && p == "/health") reason = unhealthy_reason();
-        json body{{"node_id", config_.node_id}, {"healthy", reason.empty()}};
+        json body{{"node_id", node_.config_.node_id}, {"healthy", reason.empty()}};
         if (!reason.empty()) body["reason"] = reason;
-        if (!loading_) body["mode"] = to_string(autonomy_->mode());
+        if (!node_.loading_) body["mode"] = to_string(node_.autonomy_->mode());
         return respond(json_response(reason.empty() ? 200 : 503, body.dump() + "\n"));
     }
     if (p == "/reload-shards") {
         if (req.method != "POST") return respond(json_response(405, R"({"error":"use POST"})"));
-        const std::string why = reload_shard_map();
-        json body{{"reloaded", why.empty()}, {"version", router_->map().version}};
+        const std::string why = node_.reload_shard_map();
+        json body{{"reloaded", why.empty()}, {"version", node_.router_->map().version}};
         if (!why.empty()) body["refused"] = why;
         return respond(json_response(why.empty() ? 200 : 409, body.dump() + "\n"));
     }
@@ -116,43 +121,45 @@ void Node::on_admin_request(const admin::HttpRequest& req, admin::HttpServer::Re
              "not found; try /, /health, /ready, /status, /cluster or /metrics\n"});
 }
 
-std::string Node::unhealthy_reason() const {
-    if (config_.members.size() <= 1) return {};  // standalone: serving is all it takes
-    const raft::Raft& raft = shell_->raft();
-    const std::int64_t now = now_ms();
+std::string NodeAdmin::unhealthy_reason() const {
+    if (node_.config_.members.size() <= 1) return {};  // standalone: serving is all it takes
+    const raft::Raft& raft = node_.shell_->raft();
+    const std::int64_t now = node_.now_ms();
     // Half an election timeout is five missed heartbeats: late enough not to flap, early
     // enough that /health turns before the Raft timers even start an election.
-    const std::int64_t silence = config_.raft.election_timeout_ms / 2;
+    const std::int64_t silence = node_.config_.raft.election_timeout_ms / 2;
     auto heard_within = [&](raft::NodeId peer) {
-        const auto* seen = raft_io_->peer_seen(peer);
+        const auto* seen = node_.raft_io_->peer_seen(peer);
         return seen && seen->last_heard_ms >= 0 && now - seen->last_heard_ms <= silence;
     };
-    const std::string mode = to_string(autonomy_->mode());
+    const std::string mode = to_string(node_.autonomy_->mode());
     const std::string note = mode == wire::word::normal ? "" : " (mode " + mode + ")";
     if (raft.leader() == raft::kNoNode)
-        return "no leader for " + std::to_string(now - metrics_.leaderless_since) + " ms" + note;
-    if (is_leader()) {
+        return "no leader for " + std::to_string(now - node_.metrics_.leaderless_since) + " ms" +
+               note;
+    if (node_.is_leader()) {
         std::size_t heard = 1;
-        for (std::size_t id = 1; id <= config_.members.size(); ++id)
-            if (id != raft_id_ && heard_within(id)) ++heard;
-        if (heard * 2 <= config_.members.size())
+        for (std::size_t id = 1; id <= node_.config_.members.size(); ++id)
+            if (id != node_.raft_id_ && heard_within(id)) ++heard;
+        if (heard * 2 <= node_.config_.members.size())
             return "leader without a quorum: heard from " + std::to_string(heard) + " of " +
-                   std::to_string(config_.members.size()) + " members in the last " +
+                   std::to_string(node_.config_.members.size()) + " members in the last " +
                    std::to_string(silence) + " ms" + note;
         return {};
     }
     if (!heard_within(raft.leader())) {
-        const auto* seen = raft_io_->peer_seen(raft.leader());
+        const auto* seen = node_.raft_io_->peer_seen(raft.leader());
         const std::string since = seen && seen->last_heard_ms >= 0
                                       ? std::to_string(now - seen->last_heard_ms) + " ms"
                                       : "ever";
-        return "nothing from leader " + member_id(config_, raft.leader()) + " for " + since + note;
+        return "nothing from leader " + member_id(node_.config_, raft.leader()) + " for " + since +
+               note;
     }
     return {};
 }
 
-json Node::status_object() const {
-    const StatusInfo s = status_info();
+json NodeAdmin::status_object() const {
+    const StatusInfo s = node_.status_info();
     json j{{"node_id", s.node_id},
            {"role", s.role},
            {"term", s.term},
@@ -167,39 +174,39 @@ json Node::status_object() const {
            {"mode", s.mode},
            {"mode_ms", s.mode_ms},
            {"overlay", s.overlay},
-           {"now_ms", now_ms()}};
+           {"now_ms", node_.now_ms()}};
     const std::string reason = unhealthy_reason();
     j["healthy"] = reason.empty();
     if (!reason.empty()) j["unhealthy_reason"] = reason;
     json peers = json::array();
     for (const auto& p : s.peers) {
         json pj{{"id", p.id}, {"peer", p.peer}, {"connected", p.connected}};
-        if (is_leader()) {
+        if (node_.is_leader()) {
             pj["match"] = p.match;
             pj["lag"] = p.lag;
         }
-        const auto* seen = raft_io_->peer_seen(raft_id_of(config_, p.id));
+        const auto* seen = node_.raft_io_->peer_seen(raft_id_of(node_.config_, p.id));
         if (seen && seen->last_heard_ms >= 0)
-            pj["last_heard_ms_ago"] = now_ms() - seen->last_heard_ms;
+            pj["last_heard_ms_ago"] = node_.now_ms() - seen->last_heard_ms;
         if (seen && seen->rtt_us >= 0) pj["rtt_ms"] = double(seen->rtt_us) / 1000.0;
         peers.push_back(std::move(pj));
     }
     j["peers"] = std::move(peers);
-    const queue::Store& store = shell_->store();
-    const std::int64_t now = store_now();
+    const queue::Store& store = node_.shell_->store();
+    const std::int64_t now = node_.store_now();
     json queues = json::array();
     for (const auto& name : store.queue_names())
-        queues.push_back(queue_json(store, name, now, metrics_));
+        queues.push_back(queue_json(store, name, now, node_.metrics_));
     j["queues"] = std::move(queues);
-    add_history(j, metrics_);
+    add_history(j, node_.metrics_);
     json members = json::array();
-    for (const auto& m : config_.members)
+    for (const auto& m : node_.config_.members)
         members.push_back({{"id", m.id}, {"client", m.client}, {"admin", m.admin}});
     j["members"] = std::move(members);
     return j;
 }
 
-void Node::cluster_json(admin::HttpServer::Respond respond) {
+void NodeAdmin::cluster_json(admin::HttpServer::Respond respond) {
     // Every member's /status, asked in parallel; this node answers for itself.
     struct Gather {
         json members = json::array();
@@ -208,26 +215,27 @@ void Node::cluster_json(admin::HttpServer::Respond respond) {
     };
     auto g = std::make_shared<Gather>();
     g->respond = std::move(respond);
-    std::vector<Member> members = config_.members;
-    if (members.empty()) members.push_back({config_.node_id, "", config_.client_advertise, ""});
+    std::vector<Member> members = node_.config_.members;
+    if (members.empty())
+        members.push_back({node_.config_.node_id, "", node_.config_.client_advertise, ""});
     g->members = json::array();
     for (std::size_t i = 0; i < members.size(); ++i)
         g->members.push_back({{"id", members[i].id}, {"admin", members[i].admin}});
-    auto finish = [g, self = config_.node_id] {
+    auto finish = [g, self = node_.config_.node_id] {
         if (--g->waiting > 0) return;
         g->respond(json_response(200, json{{"self", self}, {"members", g->members}}.dump() + "\n"));
     };
     g->waiting = members.size() + 1;  // +1: released below, after every request is out
     for (std::size_t i = 0; i < members.size(); ++i) {
         json& slot = g->members[i];
-        if (members[i].id == config_.node_id) {
+        if (members[i].id == node_.config_.node_id) {
             slot["status"] = status_object();
             finish();
         } else if (members[i].admin.empty()) {
             slot["error"] = "no admin address in [cluster] members";
             finish();
         } else {
-            admin::http_get(io_, members[i].admin, "/status", std::chrono::milliseconds(800),
+            admin::http_get(node_.io_, members[i].admin, "/status", std::chrono::milliseconds(800),
                             [g, i, finish](admin::HttpGetResult r) {
                                 json& slot = g->members[i];
                                 if (!r.ok) {
@@ -246,56 +254,58 @@ void Node::cluster_json(admin::HttpServer::Respond respond) {
     finish();
 }
 
-void Node::observe_raft() {
-    const raft::Raft& raft = shell_->raft();
-    const std::int64_t now = now_ms();
-    if (raft.term() > metrics_.seen_term) {
+void NodeAdmin::observe_raft() {
+    const raft::Raft& raft = node_.shell_->raft();
+    const std::int64_t now = node_.now_ms();
+    if (raft.term() > node_.metrics_.seen_term) {
         // A term this node began: it campaigned (as a candidate, or already won).
         if (raft.role() == raft::Role::candidate ||
-            (raft.role() == raft::Role::leader && raft.leader() == raft_id_))
-            ++metrics_.elections_started;
-        metrics_.seen_term = raft.term();
+            (raft.role() == raft::Role::leader && raft.leader() == node_.raft_id_))
+            ++node_.metrics_.elections_started;
+        node_.metrics_.seen_term = raft.term();
     }
-    if (raft.leader() != metrics_.seen_leader) {
-        LeaderChange c{now, raft.term(), member_id(config_, metrics_.seen_leader),
-                       member_id(config_, raft.leader()), ""};
-        if (raft.leader() == raft_id_) {
+    if (raft.leader() != node_.metrics_.seen_leader) {
+        LeaderChange c{now, raft.term(), member_id(node_.config_, node_.metrics_.seen_leader),
+                       member_id(node_.config_, raft.leader()), ""};
+        if (raft.leader() == node_.raft_id_) {
             c.reason = "this node won the election";
         } else if (raft.leader() != raft::kNoNode) {
             c.reason = "heard from the new leader";
-        } else if (metrics_.seen_leader != raft::kNoNode &&
-                   !raft_io_->connected(metrics_.seen_leader)) {
+        } else if (node_.metrics_.seen_leader != raft::kNoNode &&
+                   !node_.raft_io_->connected(node_.metrics_.seen_leader)) {
             c.reason = "the link to the leader broke";
         } else {
             c.reason = "the leader fell silent or stepped down";
         }
-        if (metrics_.seen_leader != raft::kNoNode || raft.leader() != raft::kNoNode) {
+        if (node_.metrics_.seen_leader != raft::kNoNode || raft.leader() != raft::kNoNode) {
             spdlog::info("leader change in term {}: {} -> {} ({})", c.term,
                          c.from.empty() ? "none" : c.from, c.to.empty() ? "none" : c.to, c.reason);
-            ++metrics_.leader_changes;
-            metrics_.recent_changes.push_back(std::move(c));
-            if (metrics_.recent_changes.size() > NodeMetrics::kKeptChanges)
-                metrics_.recent_changes.pop_front();
+            ++node_.metrics_.leader_changes;
+            node_.metrics_.recent_changes.push_back(std::move(c));
+            if (node_.metrics_.recent_changes.size() > NodeMetrics::kKeptChanges)
+                node_.metrics_.recent_changes.pop_front();
         }
-        if (raft.leader() == raft::kNoNode) metrics_.leaderless_since = now;
-        metrics_.seen_leader = raft.leader();
+        if (raft.leader() == raft::kNoNode) node_.metrics_.leaderless_since = now;
+        node_.metrics_.seen_leader = raft.leader();
     }
-    if (metrics_.seen_leader == raft::kNoNode && metrics_.leaderless_since == 0)
-        metrics_.leaderless_since = now;  // no leader since start
-    if (metrics_.history.empty() || now - metrics_.history.back().at_ms >= NodeMetrics::kSampleMs) {
+    if (node_.metrics_.seen_leader == raft::kNoNode && node_.metrics_.leaderless_since == 0)
+        node_.metrics_.leaderless_since = now;  // no leader since start
+    if (node_.metrics_.history.empty() ||
+        now - node_.metrics_.history.back().at_ms >= NodeMetrics::kSampleMs) {
         NodeMetrics::Sample s{now, 0, 0, 0};
-        const queue::Store& store = shell_->store();
+        const queue::Store& store = node_.shell_->store();
         for (const auto& name : store.queue_names()) {
             const auto c = store.counters(name);
             s.acks += c.acks;
             s.takes += c.takes;
             s.puts += c.puts;
-            auto& acks = metrics_.queue_acks[name];
+            auto& acks = node_.metrics_.queue_acks[name];
             acks.emplace_back(now, c.acks);
             if (acks.size() > NodeMetrics::kRateSamples) acks.pop_front();
         }
-        metrics_.history.push_back(s);
-        if (metrics_.history.size() > NodeMetrics::kKeptSamples) metrics_.history.pop_front();
+        node_.metrics_.history.push_back(s);
+        if (node_.metrics_.history.size() > NodeMetrics::kKeptSamples)
+            node_.metrics_.history.pop_front();
     }
 }
 

@@ -9,11 +9,16 @@
 #include "net/peer_handshake.h"
 #include "node/replies.h"
 #include "queue/command_codec.h"
+#include "shard/shards_reply.h"
 
 namespace dueq::node {
 
 namespace asio = boost::asio;
 using queue::Code;
+
+namespace {
+constexpr const char* kLeaderOnly = "consistency \"leader\" reads are served by the leader";
+}  // namespace
 
 Node::Node(asio::io_context& io, Config config)
     : io_(io), config_(std::move(config)), tick_timer_(io), timer_(io) {}
@@ -36,7 +41,8 @@ std::optional<std::string> Node::start() {
     auto ms_between = [](Clock::time_point from, Clock::time_point to) {
         return std::chrono::duration_cast<std::chrono::milliseconds>(to - from).count();
     };
-    if (auto err = start_admin()) return err;
+    admin_ = std::make_unique<NodeAdmin>(*this);
+    if (auto err = admin_->start()) return err;
     if (auto err = start_sharding()) return err;
     storage::Status st;
     std::error_code made;
@@ -102,6 +108,10 @@ void Node::stop() {
     timer_.cancel();
     tick_timer_.cancel();
     router_.reset();  // its clients' calls end now, their callbacks dropped
+}
+
+std::uint16_t Node::admin_port() const {
+    return admin_ ? admin_->port() : 0;
 }
 
 std::uint16_t Node::client_port() const {
@@ -218,6 +228,116 @@ void Node::on_close(const ConnPtr& conn) {
     if (stopped_ || conn->session == 0) return;
     writes_->sessions().close(conn->session, now_ms());
     arm_timer();
+}
+
+// ---- reads: answered from this node's own state, without the log
+
+Code Node::handle(const ConnPtr& conn, std::uint64_t id, net::GetTask& get) {
+    if (get.leader_only && !is_leader()) {
+        send_error(conn, id, Code::not_leader, kLeaderOnly);
+        return Code::not_leader;
+    }
+    auto task = shell_->store().get(get.queue, get.key);
+    if (!task) {
+        conn->send(net::error_frame(id, Code::not_found, "no such task"));
+        return Code::not_found;
+    }
+    conn->send(get_reply(id, *task));
+    return Code::ok;
+}
+
+Code Node::handle(const ConnPtr& conn, std::uint64_t id, net::GetStats& stats) {
+    if (stats.leader_only && !is_leader()) {
+        send_error(conn, id, Code::not_leader, kLeaderOnly);
+        return Code::not_leader;
+    }
+    conn->send(
+        stats_reply(id, shell_->store(), stats.queue ? &*stats.queue : nullptr, store_now()));
+    return Code::ok;
+}
+
+Code Node::handle(const ConnPtr& conn, std::uint64_t id, net::GetStatus&) {
+    conn->send(status_reply(id, status_info()));
+    return Code::ok;
+}
+
+StatusInfo Node::status_info() const {
+    const raft::Raft& raft = shell_->raft();
+    StatusInfo s;
+    s.node_id = config_.node_id;
+    s.role = config_.members.size() > 1 || !is_leader() ? std::string(raft::to_string(raft.role()))
+                                                        : "standalone";
+    s.term = raft.term();
+    s.leader = leader_client_address();
+    s.leader_id = member_id(config_, raft.leader());
+    s.commit_index = raft.log().committed();
+    s.last_index = raft.log().last_index();
+    s.applied_index = applied_index();
+    s.tasks = shell_->store().task_count();
+    s.pending = shell_->pending_proposals();
+    s.peer_input_dropped = raft_io_->dropped();
+    s.mode = to_string(autonomy_->mode());
+    s.mode_ms = now_ms() - autonomy_->mode_since();
+    s.overlay = autonomy_->overlay_size();
+    s.served_autonomous = autonomy_->totals().served;
+    const auto& heal = autonomy_->last_heal();
+    s.merged = heal.merged;
+    s.merge_taken_over = heal.taken_over;
+    s.merge_kept = heal.kept;
+    s.merge_both_sides = heal.both_sides;
+    for (std::size_t i = 0; i < config_.members.size(); ++i) {
+        if (i + 1 == raft_id_) continue;
+        PeerStatus p{config_.members[i].id, config_.members[i].peer,
+                     raft_io_->has_mesh() && raft_io_->connected(i + 1)};
+        if (const auto* pr = raft.progress(i + 1)) {
+            p.match = pr->match;
+            p.lag = s.last_index > pr->match ? s.last_index - pr->match : 0;
+        }
+        s.peers.push_back(std::move(p));
+    }
+    return s;
+}
+
+// ---- keys of other shards (docs/sharding.md): forwarded to their leader or redirected
+
+bool Node::route_elsewhere(const ConnPtr& conn, const net::Request& req, std::string_view frame,
+                           RequestMeter::Clock::time_point started) {
+    const auto& map = router_->map();
+    if (map.shards.size() == 1 || raft_bug_ == raft::PlantedBug::shard_serves_every_key)
+        return false;
+    const auto target = net::request_key(req);
+    if (!target) return false;
+    const std::size_t shard = map.shard_of(target->first, target->second);
+    if (shard == own_shard_) return false;
+    const auto slot = RequestMeter::slot(req.op);
+    if (req.redirect || req.forwarded) {
+        // A forwarded request is never forwarded again: two nodes whose maps disagree
+        // (one reloaded, one not yet) must not pass it back and forth.
+        const std::string why =
+            "this key's bucket " + std::to_string(map.bucket_of(target->first, target->second)) +
+            " belongs to shard '" + map.shards[shard].name + "' (shard map version " +
+            std::to_string(map.version) + ")" +
+            (req.forwarded ? "; a forwarded request is not forwarded again" : "");
+        conn->send(net::error_frame(req.id, Code::wrong_shard, why, router_->leader_hint(shard)));
+        metrics_.requests.record(slot, Code::wrong_shard, started);
+        return true;
+    }
+    std::weak_ptr<net::Connection> weak = conn;
+    router_->relay(shard, net::to_string(req.op), frame, req.id,
+                   [this, weak, slot, started](Code code, std::string answer) {
+                       metrics_.requests.record(slot, code, started);
+                       if (auto c = weak.lock(); c && c->open()) c->send(std::move(answer));
+                   });
+    return true;
+}
+
+Code Node::handle(const ConnPtr& conn, std::uint64_t id, net::GetShards&) {
+    const auto& map = router_->map();
+    std::vector<std::string> leaders(map.shards.size());
+    for (std::size_t i = 0; i < leaders.size(); ++i)
+        leaders[i] = i == own_shard_ ? leader_client_address() : router_->known_leader(i);
+    conn->send(shard::shards_reply(id, map, map.shards[own_shard_].name, leaders));
+    return Code::ok;
 }
 
 }  // namespace dueq::node

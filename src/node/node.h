@@ -28,6 +28,7 @@
 #include "node/autonomy.h"
 #include "node/clock.h"
 #include "node/config.h"
+#include "node/node_admin.h"
 #include "node/node_metrics.h"
 #include "node/raft_io.h"
 #include "node/replies.h"
@@ -49,7 +50,7 @@ class Node {
     std::optional<std::string> start();
     void stop();
     std::uint16_t client_port() const;
-    std::uint16_t admin_port() const { return admin_ ? admin_->port() : 0; }
+    std::uint16_t admin_port() const;
 
     // Tests only, before start(): the RocksDB environment (e.g. one that drops unsynced
     // writes to simulate a power cut).
@@ -73,7 +74,7 @@ class Node {
     using ConnPtr = std::shared_ptr<net::Connection>;
     class ConnReply;  // a Replier that answers on a client connection (node.cpp)
 
-    // --- clients: one handler per request type (node.cpp; reads in node_reads.cpp) ---
+    // --- clients: one handler per request type (node.cpp) ---
     void on_frame(const ConnPtr& conn, std::string_view frame);
     void on_close(const ConnPtr& conn);
     // Reads answer at once and return the code they answered with; a write is answered
@@ -90,7 +91,7 @@ class Node {
     void send_error(const ConnPtr& conn, std::uint64_t id, queue::Code code,
                     const std::string& message) const;
 
-    // --- shards: the map, and requests for keys of other shards (node_shards.cpp) ---
+    // --- shards: the map (node_raft.cpp), and requests for keys of other shards (node.cpp) ---
     std::optional<std::string> start_sharding();
     // True when the request's key belongs to another shard: it has been forwarded there or
     // answered wrong_shard.
@@ -114,16 +115,8 @@ class Node {
     std::int64_t now_ms() const;
     std::int64_t store_now() const;  // the store's time, or the clock if later
 
-    // --- HTTP admin: health, status, metrics, the dashboard (admin.cpp, metrics_text.cpp) ---
-    std::optional<std::string> start_admin();
-    void on_admin_request(const admin::HttpRequest& req, admin::HttpServer::Respond respond);
-    // Empty when healthy, else why not.
-    std::string unhealthy_reason() const;
-    nlohmann::json status_object() const;  // what /status answers
-    void cluster_json(admin::HttpServer::Respond respond);
-    std::string metrics_text() const;
-    // Called on every tick: leader changes, elections, the ack history.
-    void observe_raft();
+    // The HTTP admin reads the node's state (node_admin.h).
+    friend class NodeAdmin;
 
     boost::asio::io_context& io_;
     Config config_;
@@ -144,7 +137,7 @@ class Node {
     bool loading_ = true;  // until start() has replayed the log and serves clients
     rocksdb::Env* storage_env_ = nullptr;
     NodeMetrics metrics_;
-    std::unique_ptr<admin::HttpServer> admin_;
+    std::unique_ptr<NodeAdmin> admin_;
     // Always set once started: a node without [shard] routes by a map of one shard.
     std::unique_ptr<shard::Router> router_;
     std::size_t own_shard_ = 0;

@@ -1,5 +1,6 @@
 // The node's side of the Raft shell: starting it over RocksDB and the peer mesh, proposing
-// commands and answering their clients, ticks, and what a batch of applied entries wakes.
+// commands and answering their clients, ticks, and what a batch of applied entries wakes;
+// and the shard map this node routes by (docs/sharding.md).
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -114,7 +115,7 @@ void Node::propose_configured_settings() {
 void Node::on_tick() {
     if (stopped_) return;
     shell_->tick(now_ms());
-    observe_raft();
+    if (admin_) admin_->observe_raft();
     const bool was_serving = autonomy_->serving();
     autonomy_->on_tick(now_ms());
     if (autonomy_->serving() != was_serving) arm_timer();
@@ -165,6 +166,82 @@ void Node::fail_stop(const std::string& message) {
     spdlog::critical("stopping: {}", message);
     spdlog::shutdown();
     std::_Exit(70);
+}
+
+// ---- the shard map
+
+namespace {
+
+// This Raft group's members as a shard map lists them.
+std::vector<shard::ShardMember> group_members(const Config& c) {
+    if (c.members.empty()) return {{c.node_id, c.client_advertise}};
+    std::vector<shard::ShardMember> group;
+    for (const auto& m : c.members)
+        group.push_back({m.id, m.client});
+    return group;
+}
+
+// Why `map` cannot be this node's map: its shard must exist and list exactly this Raft
+// group's members, so that clients that route by the map reach the group that has the keys.
+std::string own_shard_mismatch(const shard::ShardMap& map, const Config& c) {
+    const auto own = map.find(c.shard_name);
+    if (!own) return "the shard map has no shard named '" + c.shard_name + "' ([shard] name)";
+    if (map.shards[*own].members != group_members(c))
+        return "shard '" + c.shard_name +
+               "' in the shard map must list this group's members ([cluster] members: id and "
+               "client), in the same order";
+    return "";
+}
+
+}  // namespace
+
+std::optional<std::string> Node::start_sharding() {
+    shard::ShardMap map;
+    std::string own = config_.shard_name;
+    if (config_.shard_map_file.empty()) {
+        own = config_.cluster_id;
+        map = shard::single_shard_map(own, group_members(config_));
+    } else {
+        try {
+            map = shard::load_shard_map_file(config_.shard_map_file);
+        } catch (const std::exception& e) {
+            return std::string("shard map: ") + e.what();
+        }
+        if (auto why = own_shard_mismatch(map, config_); !why.empty())
+            return config_.shard_map_file + ": " + why;
+        spdlog::info("shard '{}' of {} (shard map version {}, {} of {} buckets)", own,
+                     map.shards.size(), map.version, map.bucket_total(*map.find(own)),
+                     map.bucket_count);
+    }
+    own_shard_ = *map.find(own);
+    shard::RouterOptions options;
+    if (!config_.auth_token.empty()) options.token = config_.auth_token;
+    // The other shard answers a write within its proposal timeout (3 s by default); a
+    // little more covers the hop, and stays within a client's usual 5 s.
+    options.call_timeout = std::chrono::milliseconds(config_.raft.proposal_timeout_ms + 500);
+    router_ = std::make_unique<shard::Router>(io_, std::move(map), std::move(options));
+    return std::nullopt;
+}
+
+std::string Node::reload_shard_map() {
+    if (!router_) return "the node is not serving";
+    const auto& current = router_->map();
+    std::string why = "this node has no [shard] map_file";
+    std::optional<shard::ShardMap> next;
+    if (!config_.shard_map_file.empty()) {
+        next = shard::load_for_reload(config_.shard_map_file, current, config_.shard_name, why);
+        if (next) why = own_shard_mismatch(*next, config_);
+    }
+    if (!why.empty()) {
+        spdlog::warn("shard map reload refused: {}; still routing by version {}", why,
+                     current.version);
+        return why;
+    }
+    spdlog::info("shard map version {} in use (was {}): {} shards", next->version, current.version,
+                 next->shards.size());
+    own_shard_ = *next->find(config_.shard_name);
+    router_->set_map(std::move(*next));
+    return "";
 }
 
 }  // namespace dueq::node

@@ -31,7 +31,7 @@ enum class PlantedBug : std::uint8_t {
     // Of the task store (queue::StoreDefect; the shell hands them to its store):
     fork_put_below_deletion,  // a put in a fork is stamped below the fork's own deletion
     merge_older_finish_wins,  // a merged finished task wins although older than the key
-    // Of the node (node/node_shards.cpp): serves keys of other shards itself instead of
+    // Of the node (node/node.cpp): serves keys of other shards itself instead of
     // forwarding them, so they land on the wrong shard.
     shard_serves_every_key,
 };

@@ -126,7 +126,7 @@ class Raft {
     void tick_election();
     void tick_leader();
 
-    // Elections (election.cpp)
+    // Elections (raft_messages.cpp)
     bool in_lease() const;
     void campaign(bool pre_vote, bool transfer);
     void handle_vote_request(const Message& m);
@@ -135,7 +135,7 @@ class Raft {
     void respond_to_stale(const Message& m);
     void abort_transfer();
 
-    // Replication (replication.cpp)
+    // Replication (raft_messages.cpp)
     bool send_append(NodeId peer, bool allow_empty);
     void send_appends(NodeId peer, bool allow_empty);
     bool send_snapshot(NodeId peer, Progress& pr);
@@ -150,7 +150,7 @@ class Raft {
     Index self_match() const;
     void on_leader_commit();
 
-    // Reads (reads.cpp)
+    // Reads (raft.cpp)
     void bcast_heartbeat();
     void start_read(std::uint64_t context);
     void release_confirmed_reads();

@@ -4,7 +4,7 @@
 // sessions of its own clients (their tasks come back when their ttr runs out).
 //
 // - Keyed ops (put, get, delete, touch, ack, release, bury) go to the key's shard.
-// - take serves from every shard (proxy_take.cpp): within a shard the shard's own take
+// - take serves from every shard (proxy_fan_out.cpp): within a shard the shard's own take
 //   order holds, and the shard asked first rotates, so none starves. A task leased on a
 //   shard is handed to the client or released at once, never kept.
 // - declare goes to every shard; kick and stats add up every shard's answers.
@@ -74,8 +74,8 @@ class Proxy {
         std::map<std::tuple<std::size_t, std::string, std::string>, std::uint64_t> held;
         std::unique_ptr<boost::asio::steady_timer> grace;
     };
-    struct TakeJob;   // proxy_take.cpp
-    struct EveryJob;  // proxy_merge.cpp
+    struct TakeJob;   // proxy_fan_out.cpp
+    struct EveryJob;  // proxy_fan_out.cpp
 
     void on_frame(const ConnPtr& conn, std::string_view frame);
     void on_close(const ConnPtr& conn);
@@ -86,11 +86,11 @@ class Proxy {
     // Keeps the session's record of leases in step with a keyed op's success.
     void note_keyed_answer(std::uint64_t session, net::Op op, std::size_t shard,
                            std::string_view queue, std::string_view key);
-    // declare, kick, stats: every shard (proxy_merge.cpp).
+    // declare, kick, stats: every shard (proxy_fan_out.cpp).
     void to_every_shard(const ConnPtr& conn, const net::Request& req, std::string_view frame);
     void every_step(const std::shared_ptr<EveryJob>& job);
     void every_answer(const std::shared_ptr<EveryJob>& job);
-    // take (proxy_take.cpp).
+    // take (proxy_fan_out.cpp).
     void take(const ConnPtr& conn, const net::Request& req, const queue::Take& t,
               std::int64_t wait_ms);
     void take_sweep(const std::shared_ptr<TakeJob>& job, std::size_t asked);
