@@ -18,6 +18,7 @@
 
 #include <iostream>
 
+#include "common/invariant.h"
 #include "node/config.h"
 #include "node/json_log.h"
 #include "node/node.h"
@@ -208,5 +209,12 @@ int main(int argc, char** argv) {
 #ifdef DUEQD_TEST_FLAGS
     if (!test_flags.apply(options, node)) return 2;
 #endif
-    return serve(io, node);
+    try {
+        return serve(io, node);
+    } catch (const dueq::InvariantBroken& e) {
+        // Nothing more is written: what is on disk stays as the last good write left it.
+        spdlog::critical("{}; stopping", e.what());
+        spdlog::shutdown();
+        std::_Exit(70);
+    }
 }

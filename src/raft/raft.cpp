@@ -3,6 +3,8 @@
 // messages: elections, leadership transfer, replication, commitment and snapshots.
 #include "raft/raft.h"
 
+#include "common/invariant.h"
+
 #include <algorithm>
 
 namespace dueq::raft {
@@ -69,6 +71,8 @@ bool Raft::planted(PlantedBug b) const {
 }
 
 void Raft::reset(Term term) {
+    DUEQ_INVARIANT(term >= term_, "term " + std::to_string(term) + " after " +
+                                      std::to_string(term_) + ": terms never go back");
     if (term != term_) {
         term_ = term;
         vote_ = kNoNode;
@@ -323,7 +327,14 @@ void Raft::advance(const Ready& rd) {
             break;
         }
     }
-    if (!rd.committed_entries.empty()) log_.applied_to(rd.committed_entries.back().index);
+    if (!rd.committed_entries.empty()) {
+        // Only what is committed is applied (unless that is the planted defect).
+        DUEQ_INVARIANT(planted(PlantedBug::apply_uncommitted) ||
+                           rd.committed_entries.back().index <= log_.committed(),
+                       "applying " + std::to_string(rd.committed_entries.back().index) +
+                           " beyond the commit index " + std::to_string(log_.committed()));
+        log_.applied_to(rd.committed_entries.back().index);
+    }
     // The leader counts itself only for what is on its own disk.
     if (role_ == Role::leader && maybe_commit()) on_leader_commit();
 }

@@ -1,5 +1,7 @@
 #include "raft/raft_log.h"
 
+#include "common/invariant.h"
+
 #include <algorithm>
 
 namespace dueq::raft {
@@ -151,7 +153,13 @@ Result<std::vector<Entry>> RaftLog::slice(Index lo, Index hi, std::uint64_t max_
 }
 
 void RaftLog::commit_to(Index i) {
-    if (i > committed_) committed_ = std::min(i, last_index());
+    if (i <= committed_) return;
+    // A commit index is only ever learned for entries this log holds; one beyond them means
+    // the log was truncated or lost under Raft (etcd's raft panics here too).
+    DUEQ_INVARIANT(i <= last_index(), "commit " + std::to_string(i) + " beyond the last index " +
+                                          std::to_string(last_index()) +
+                                          ": was the log truncated or lost?");
+    committed_ = i;
 }
 
 std::vector<Entry> RaftLog::next_to_apply(Index upto, std::uint64_t max_bytes) const {
@@ -163,6 +171,8 @@ std::vector<Entry> RaftLog::next_to_apply(Index upto, std::uint64_t max_bytes) c
 }
 
 void RaftLog::applied_to(Index i) {
+    DUEQ_INVARIANT(i <= last_index(), "applied " + std::to_string(i) + " beyond the last index " +
+                                          std::to_string(last_index()));
     applied_ = std::max(applied_, i);
     applying_ = std::max(applying_, applied_);
 }

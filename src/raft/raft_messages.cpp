@@ -405,8 +405,10 @@ void Raft::handle_heartbeat(const Message& m) {
     if (role_ != Role::follower) become_follower(term_, m.from);
     leader_ = m.from;
     election_elapsed_ = 0;
-    // The leader sends min(commit, our match), so every entry up to it is in our log.
-    log_.commit_to(m.commit);
+    // The leader sends min(commit, our match), so every entry up to it is in our log, unless
+    // this node lost the tail of its log after acking it (fsync = "never" and a machine
+    // crash): then it commits what it holds, and the next append mends the rest.
+    log_.commit_to(std::min(m.commit, log_.last_index()));
     send({.type = MessageType::heartbeat_resp, .to = m.from, .context = m.context});
 }
 

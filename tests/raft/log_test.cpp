@@ -1,6 +1,7 @@
 // Building blocks: MemoryStorage, RaftLog, quorum math, per-peer progress.
 #include <catch2/catch.hpp>
 
+#include "common/invariant.h"
 #include "raft/progress.h"
 #include "raft/quorum.h"
 #include "raft/raft_log.h"
@@ -123,6 +124,19 @@ TEST_CASE("log: committed entries are never truncated", "[raft][log]") {
     log.commit_to(2);
     CHECK_FALSE(log.maybe_append(1, 1, 2, {E(2, 5)}));
     CHECK(log.term(2).value() == 1);
+}
+
+TEST_CASE("log: a commit or an apply beyond the last index stops the node, never clamps",
+          "[raft][log]") {
+    MemoryStorage s;
+    REQUIRE(s.append({E(1, 1), E(2, 1)}));
+    RaftLog log(s);
+    CHECK_THROWS_AS(log.commit_to(3), dueq::InvariantBroken);
+    CHECK(log.committed() == 0);  // nothing changed
+    log.commit_to(2);
+    CHECK(log.committed() == 2);
+    CHECK_THROWS_AS(log.applied_to(3), dueq::InvariantBroken);
+    CHECK_THROWS_WITH(log.commit_to(9), Catch::Contains("was the log truncated or lost?"));
 }
 
 TEST_CASE("log §3.6.1: up-to-date compares last term, then length", "[raft][log]") {

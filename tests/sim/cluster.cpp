@@ -1,5 +1,7 @@
 #include "sim/cluster.h"
 
+#include "common/invariant.h"
+
 #include <spdlog/spdlog.h>
 
 #include <cstdarg>
@@ -31,7 +33,12 @@ std::string replay_command(const SimOptions& o) {
 }
 
 SimResult run_simulation(const SimOptions& opts) {
-    return Cluster(opts).run();
+    // A broken invariant stops a real node (dueqd exits 70): here it fails the seed.
+    try {
+        return Cluster(opts).run();
+    } catch (const InvariantBroken& e) {
+        return SimResult{false, std::string("a node stopped: ") + e.what(), {}};
+    }
 }
 
 Cluster::Cluster(const SimOptions& opts)
