@@ -56,7 +56,7 @@ void add_options(CLI::App& app, Options& o) {
                    "write of autonomous mode is ever merged) or of the Raft core "
                    "(apply_uncommitted, commit_prior_term, vote_before_persist, "
                    "vote_for_stale_log, ack_before_persist) or of the task store "
-                   "(fork_put_below_deletion, merge_older_finish_wins); docs/simulation.md");
+                   "(fork_put_below_deletion, merge_older_finish_wins); docs/internals/simulation.md");
     app.add_flag("--power-cut", o.power_cut,
                  "tests only: run RocksDB on a file system that tracks what was fsynced; "
                  "SIGUSR2 then cuts the power: everything not fsynced is lost and the process "

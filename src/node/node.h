@@ -5,7 +5,7 @@
 // (followers answer not_leader with the leader's client address). Every replica applies
 // committed entries in order at their log time, so all end in the same state, and the
 // client is answered once its entry is applied on the leader. A standalone node is a
-// cluster of one. docs/replication.md follows a put and a blocking take end to end.
+// cluster of one. docs/internals/replication.md follows a put and a blocking take end to end.
 //
 // Thread-safety: everything except the storage writer runs on the io_context thread
 // passed in; call start()/stop() from that thread (or before it runs).

@@ -1,4 +1,4 @@
-// The Raft core: a pure, deterministic state machine (docs/raft.md).
+// The Raft core: a pure, deterministic state machine (docs/internals/raft.md).
 //
 // Inputs:  tick(now_ms), step(message), propose(payloads, now_ms), read_index(ctx),
 //          transfer_leadership(peer).

@@ -11,7 +11,7 @@
 //      remaining messages leave, committed entries are applied to the store at their
 //      log time, their proposals are answered, and what the store changed is handed to
 //      Storage::write_applied; then advance(), and the next Ready.
-// docs/replication.md follows a put and a blocking take through it.
+// docs/internals/replication.md follows a put and a blocking take through it.
 //
 // Time: the shell reads no clock. Every input that needs the time takes `now` (ms, the
 // caller's clock), used only to stamp new entries (the core does) and for deadlines.
@@ -107,7 +107,7 @@ struct ShellConfig {
     // The applied task state goes to storage once this many entries were applied since
     // it last went, or this long after (whichever first), and before any checkpoint,
     // fork or stop. In between a task changed many times is written once; a restart
-    // replays the log after the state it finds (docs/replication.md).
+    // replays the log after the state it finds (docs/internals/replication.md).
     std::uint64_t state_write_entries = 1;
     std::int64_t state_write_ms = 0;
 };

@@ -1,4 +1,4 @@
-// No acknowledged write depends on unsynced data (docs/replication.md: a command is answered only
+// No acknowledged write depends on unsynced data (docs/internals/replication.md: a command is answered only
 // once its log entry is durable).
 //
 // A node runs on a file system that can cut the power (src/storage/fault_fs.h).

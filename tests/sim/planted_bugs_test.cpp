@@ -2,7 +2,7 @@
 // runs, must be caught within a bounded number of seeds. Seeds are searched from 1
 // upwards, so the result is repeatable. Any change to the core, the shell, the store or
 // the simulator reshuffles runs, so the bounds come from measured catch rates
-// (docs/simulation.md) with a miss probability below 1e-5: e.g. commit_prior_term is
+// (docs/internals/simulation.md) with a miss probability below 1e-5: e.g. commit_prior_term is
 // caught in about 1 seed of 2,900 with 3 nodes, so 33,000 seeds. Rarer cases (5 nodes)
 // are in the long sweep, not here.
 #include <catch2/catch.hpp>
@@ -59,7 +59,7 @@ TEST_CASE("sim catches a vote granted to a candidate with an older log", "[sim][
 }
 
 TEST_CASE("sim catches commitment of a previous-term entry by counting", "[sim][planted]") {
-    // About 1 seed in 2,900 (3 nodes); rarer with 5 nodes (docs/simulation.md).
+    // About 1 seed in 2,900 (3 nodes); rarer with 5 nodes (docs/internals/simulation.md).
     expect_caught({PlantedBug::commit_prior_term, 3, true, 33000});
 }
 

@@ -1,7 +1,7 @@
 // The simulator over many seeds, with every fault on: replicas of what dueqd runs (shell,
 // core, task store) under crashes with lost and torn writes, partitions, link loss, slow
 // disks and a lossy network. A failure names the seed and the command that replays it.
-// The long sweep (100,000 seeds) is a command: docs/simulation.md.
+// The long sweep (100,000 seeds) is a command: docs/internals/simulation.md.
 #include <catch2/catch.hpp>
 
 #include "sim/sim.h"
@@ -56,13 +56,13 @@ TEST_CASE("sim: 5-node clusters survive 2500 seeds of faults", "[sim]") {
 }
 
 // Long fault windows: nodes enter and leave autonomous mode many times, crash in it, and
-// merge into a majority that moved on (docs/simulation.md has the long sweeps).
+// merge into a majority that moved on (docs/internals/simulation.md has the long sweeps).
 TEST_CASE("sim: 3- and 5-node clusters survive 20 s of faults", "[sim]") {
     run_seeds(3, 900000001, 150, 20000);
     run_seeds(5, 900000002, 150, 20000);
 }
 
-// Seeds that once failed (docs/autonomy.md, docs/simulation.md). Each replays the run
+// Seeds that once failed (docs/autonomy.md, docs/internals/simulation.md). Each replays the run
 // that showed the fault; a change to the simulator or the node reshuffles them, so they
 // guard the fix only as long as the trace stays the same, and the sweeps above the rest.
 TEST_CASE("sim: the seeds long sweeps once failed pass", "[sim]") {

@@ -1,5 +1,5 @@
 // storage::Database: what is written comes back on restart, exactly; and damaged, moved
-// or missing records are refused, never served (docs/replication.md, src/storage). The log's own
+// or missing records are refused, never served (docs/internals/replication.md, src/storage). The log's own
 // rules (suffix replacement, hard state, trimming) are in log_test.cpp; snapshots and
 // checkpoints in snapshot_test.cpp.
 #include <catch2/catch.hpp>
