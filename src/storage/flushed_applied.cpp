@@ -79,8 +79,9 @@ void FlushedApplied::OnFlushCompleted(rocksdb::DB*, const rocksdb::FlushJobInfo&
         while (!sealed_logs_.empty() && sealed_logs_.front().first <= info.largest_seqno)
             sealed_logs_.pop_front();
     }
-    // The task records and the applied index they make up share one column family, and
-    // atomic flush puts the others in files at the same cut.
+    // The task records (`tasks`) and the applied index they make up (`meta`) are in two
+    // column families; atomic flush puts both in files at the same cut, so the flush of
+    // state_cf_ stands for both.
     if (info.cf_name != state_cf_) return;
     std::uint64_t index = durable_;
     while (!unflushed_.empty() && unflushed_.front().first <= info.largest_seqno) {
