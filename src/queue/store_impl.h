@@ -54,6 +54,9 @@ struct DeclaredSettings {
 };
 
 struct Queue {
+    explicit Queue(TaskRegion& region)
+        : ready(region), delayed(region), buried(region), taken(region), done(region) {}
+
     std::string name;
     std::uint16_t id = 0;
     DeclaredSettings declared;
@@ -113,7 +116,8 @@ struct ForkJournal {
 // Everything the store holds. Store::Impl is this under the name store.h declares; the
 // state is a detail type of its own so helpers in .cpp files may name it.
 struct StoreState {
-    TaskArena arena;  // first member: outlives every task
+    TaskRegion region;        // first member: outlives every task and tree
+    TaskArena arena{region};  // outlives every task
     StoreLimits limits;
     StoreDefect planted = StoreDefect::none;  // set only in DUEQ_PLANTED_BUGS builds
     DeclaredSettings declared_defaults;  // Declare of kDefaultsQueue; persisted in meta
