@@ -1,5 +1,6 @@
 // Store internals: queues, task records and their trees, leases, and the transitions
-// time causes (advance). The commands that drive them are in store.cpp.
+// time causes (advance). The commands that drive them are in store_commands.cpp; tasks
+// as records (loading, drains, the fork's journal) are in store_records.cpp.
 #include <algorithm>
 #include <cmath>
 

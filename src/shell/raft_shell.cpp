@@ -272,47 +272,75 @@ bool RaftShell::apply_entries(const std::vector<raft::Entry>& entries) {
         return false;
     }
     bool wrote = false;
-    // A put or an ack of a random key waits on memory twice, for the task table's slot
-    // and for the task (8% of a three-node put run's CPU): both are asked for some
-    // entries ahead, so that they are in cache by the time the entry is applied.
-    // Each entry is read once, for its slot; what that returns serves the task's step.
-    // Then, once the task is in cache, for its neighbours in its tree, which taking it out
-    // of the tree reads and rewrites.
-    constexpr std::size_t kSlotAhead = 8, kTaskAhead = 4, kLinksAhead = 2;
-    std::array<std::optional<std::uint64_t>, kSlotAhead> tickets;  // by index % kSlotAhead
-    auto load_slot = [&](std::size_t i) {
-        auto& ticket = tickets[i % kSlotAhead];
-        ticket.reset();
-        if (i >= entries.size() || entries[i].type != raft::EntryType::normal) return;
-        if (auto name = queue::peek_task_name(entries[i].data))
-            ticket = store_->prefetch_apply(name->queue, name->key);
-    };
-    auto load_task = [&](std::size_t i) {
-        if (i >= entries.size()) return;
-        if (const auto& ticket = tickets[i % kSlotAhead]) store_->prefetch_apply_task(*ticket);
-    };
-    auto load_links = [&](std::size_t i) {
-        if (i >= entries.size()) return;
-        if (const auto& ticket = tickets[i % kSlotAhead]) store_->prefetch_apply_links(*ticket);
-    };
-    for (std::size_t i = 0; i < std::min(kSlotAhead, entries.size()); ++i)
-        load_slot(i);
-    for (std::size_t i = 0; i < entries.size(); ++i) {
-        const auto& e = entries[i];
-        load_links(i + kLinksAhead);
-        load_task(i + kTaskAhead);  // its ticket was set kTaskAhead entries ago
-        load_slot(i + kSlotAhead);  // takes entry i's place, whose steps are all done
-        // Applied already: while the write was in flight, or by the planted defect above.
-        if (e.index <= applied_.index) continue;
-        apply_entry(e);
+    // The store takes runs of entries as one batch: while it applies one command it loads
+    // the memory the next ones will read. An entry that is no command of a run (it does
+    // not decode, or a planted defect drops it) goes alone, one by one as before.
+    std::vector<queue::TimedCommand> batch;
+    for (std::size_t i = 0; i < entries.size();) {
+        // Applied already: while the write was in flight, or by the planted defect in
+        // finish_ready.
+        if (entries[i].index <= applied_.index) {
+            ++i;
+            continue;
+        }
+        const std::size_t end = batch_run(entries, i, batch);
+        if (end > i) wrote = apply_run(entries, i, batch) || wrote;
         if (failed_) return wrote;
-        wrote = wrote || e.type == raft::EntryType::normal;
+        if (end < entries.size()) {
+            apply_entry(entries[end]);
+            if (failed_) return wrote;
+            wrote = wrote || entries[end].type == raft::EntryType::normal;
+        }
+        i = end + 1;
     }
     persist_applied_when_due();
     if (replay_until_ != 0 && applied_.index >= replay_until_) {
         spdlog::info("replayed the log tail after restart: applied index {}", applied_.index);
         replay_until_ = 0;
     }
+    return wrote;
+}
+
+std::size_t RaftShell::batch_run(const std::vector<raft::Entry>& entries, std::size_t from,
+                                 std::vector<queue::TimedCommand>& batch) const {
+    batch.clear();
+    raft::Millis time = applied_.time;  // as apply_entry will have set applied_
+    std::size_t i = from;
+    for (; i < entries.size(); ++i) {
+        const raft::Entry& e = entries[i];
+        time = std::max<raft::Millis>(time, e.time);
+        if (e.type != raft::EntryType::normal) {
+            // What apply_entry does for such an entry: the store's time moves on.
+            batch.push_back({queue::Advance{}, queue::Millis(time)});
+            continue;
+        }
+        auto cmd = queue::decode_command(e.data);
+        if (!cmd) break;
+        if (planted(raft::PlantedBug::merge_dropped) && std::holds_alternative<queue::Merge>(*cmd))
+            break;
+        // Every replica applies at the entry's log time, so that all reach the same state.
+        const auto at = planted(raft::PlantedBug::lease_from_local_clock) ? queue::Millis(now_)
+                                                                          : queue::Millis(time);
+        batch.push_back({std::move(*cmd), at});
+    }
+    return i;
+}
+
+bool RaftShell::apply_run(const std::vector<raft::Entry>& entries, std::size_t from,
+                          std::vector<queue::TimedCommand>& batch) {
+    bool wrote = false;
+    std::optional<Proposal> mine = begin_entry(entries[from]);
+    store_->apply_batch(batch, [&](std::size_t k, queue::Result& result) {
+        const raft::Entry& e = entries[from + k];
+        if (e.type == raft::EntryType::normal)
+            finish_command(e, batch[k].command, result, std::move(mine));
+        else
+            finish_other(e);
+        if (failed_) return false;
+        wrote = wrote || e.type == raft::EntryType::normal;
+        if (k + 1 < batch.size()) mine = begin_entry(entries[from + k + 1]);
+        return true;
+    });
     return wrote;
 }
 
@@ -358,7 +386,7 @@ void RaftShell::end_fork() {
     if (hooks_.fork_ended) hooks_.fork_ended();
 }
 
-void RaftShell::apply_entry(const raft::Entry& e) {
+std::optional<RaftShell::Proposal> RaftShell::begin_entry(const raft::Entry& e) {
     end_fork();  // the log goes on from the committed state, never from a fork
     applied_ = {e.index, e.term, std::max<raft::Millis>(applied_.time, e.time)};
     // Proposals below this index that never reached it were overwritten by a new leader.
@@ -373,22 +401,32 @@ void RaftShell::apply_entry(const raft::Entry& e) {
         mine = std::move(proposals_.front().second);
         proposals_.pop_front();
     }
-    if (e.type != raft::EntryType::normal) {
+    if (mine && e.type != raft::EntryType::normal) {
         // A new leader's no-op took the index of ours: ours is not in the log.
-        if (mine)
-            answer(*mine, Code::not_leader,
-                   "leadership changed before this was committed; it was not applied");
+        answer(*mine, Code::not_leader,
+               "leadership changed before this was committed; it was not applied");
+        mine.reset();
+    }
+    return mine;
+}
+
+void RaftShell::apply_entry(const raft::Entry& e) {
+    std::optional<Proposal> mine = begin_entry(e);
+    if (e.type != raft::EntryType::normal) {
         store_->advance(queue::Millis(applied_.time));
-        if (hooks_.on_apply) {
-            const std::size_t from = collect_changes();
-            hooks_.on_apply(e, nullptr, nullptr, std::span(unwritten_.changes).subspan(from));
-        }
-        // Our own term's first entry: everything before it is applied, so the replicated
-        // settings are known.
-        if (e.term == raft_->term() && is_leader() && hooks_.term_started) hooks_.term_started();
-        return;
+        return finish_other(e);
     }
     apply_command(e, std::move(mine));
+}
+
+void RaftShell::finish_other(const raft::Entry& e) {
+    if (hooks_.on_apply) {
+        const std::size_t from = collect_changes();
+        hooks_.on_apply(e, nullptr, nullptr, std::span(unwritten_.changes).subspan(from));
+    }
+    // Our own term's first entry: everything before it is applied, so the replicated
+    // settings are known.
+    if (e.term == raft_->term() && is_leader() && hooks_.term_started) hooks_.term_started();
 }
 
 void RaftShell::apply_command(const raft::Entry& e, std::optional<Proposal> mine) {
@@ -403,19 +441,24 @@ void RaftShell::apply_command(const raft::Entry& e, std::optional<Proposal> mine
         result.merge = queue::MergeOutcome::kept;
     else
         result = store_->apply(*cmd, at);
-    if (auto* merge = std::get_if<queue::Merge>(&*cmd); merge && hooks_.merged)
+    finish_command(e, *cmd, result, std::move(mine));
+}
+
+void RaftShell::finish_command(const raft::Entry& e, queue::Command& cmd, queue::Result& result,
+                               std::optional<Proposal> mine) {
+    if (auto* merge = std::get_if<queue::Merge>(&cmd); merge && hooks_.merged)
         hooks_.merged(*merge, result);
     // The observer sees each entry's changes; otherwise they are collected once per
     // batch (persist_applied), which also writes a task changed twice only once.
     if (hooks_.on_apply) {
         const std::size_t from = collect_changes();
-        hooks_.on_apply(e, &*cmd, &result, std::span(unwritten_.changes).subspan(from));
+        hooks_.on_apply(e, &cmd, &result, std::span(unwritten_.changes).subspan(from));
     }
     if (!mine) return;
     if (mine->term != e.term)
         return answer(*mine, Code::not_leader,
                       "leadership changed before this was committed; it was not applied");
-    Outcome o{Code::ok, {}, &*cmd, &result, e.index, e.term};
+    Outcome o{Code::ok, {}, &cmd, &result, e.index, e.term};
     if (mine->done) mine->done(o);
 }
 

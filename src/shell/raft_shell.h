@@ -184,9 +184,27 @@ class RaftShell {
     raft::Index written_prefix() const;
     // Applies entries in order; returns whether any was a command.
     bool apply_entries(const std::vector<raft::Entry>& entries);
+    // Makes `batch` the commands of entries[from...] up to the first that is no command of
+    // a batch (one that does not decode, or a planted defect's); returns that one's index.
+    // A no-op or configuration entry is an Advance to its time.
+    std::size_t batch_run(const std::vector<raft::Entry>& entries, std::size_t from,
+                          std::vector<queue::TimedCommand>& batch) const;
+    // Applies the entries from `from` on whose commands batch_run made `batch`, each as
+    // apply_entry would; returns whether any was a command.
+    bool apply_run(const std::vector<raft::Entry>& entries, std::size_t from,
+                   std::vector<queue::TimedCommand>& batch);
     void install_snapshot(raft::Ready& rd);
+    // One entry, by itself.
     void apply_entry(const raft::Entry& e);
+    // What applying an entry starts with: a fork ends, the applied position moves to it,
+    // and the proposals it overwrote are answered. Returns the proposal it carries, if
+    // it is a command.
+    std::optional<Proposal> begin_entry(const raft::Entry& e);
     void apply_command(const raft::Entry& e, std::optional<Proposal> mine);
+    // What follows the store's part: hooks, and the proposal's answer.
+    void finish_command(const raft::Entry& e, queue::Command& cmd, queue::Result& result,
+                        std::optional<Proposal> mine);
+    void finish_other(const raft::Entry& e);  // a no-op or a configuration entry
     void persist_applied(const raft::SnapshotMeta& trim = {});
     // persist_applied if state_write_entries or state_write_ms says it is time.
     void persist_applied_when_due();

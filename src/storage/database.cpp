@@ -17,6 +17,7 @@
 #include <rocksdb/write_batch.h>
 
 #include "queue/store.h"
+#include "queue/store_loader.h"
 #include "storage/be64.h"
 #include "storage/crc32c.h"
 #include "storage/flushed_applied.h"
@@ -257,65 +258,85 @@ std::uint64_t Database::raw_task_bytes() const {
 
 Status Database::load(queue::Store& store, Loaded& out) {
     out = Loaded{};
+    if (auto st = load_positions(out); !st.ok) return st;
+    if (auto st = load_tasks(store, out); !st.ok) return st;
+    if (auto st = load_overlay(out); !st.ok) return st;
+    return load_log(out);
+}
+
+Status Database::read_meta(std::string_view key, std::size_t size, std::string& value,
+                           std::string_view& body) const {
+    body = {};
+    auto s = db_->Get({}, handles_[kMeta], slice(key), &value);
+    if (s.IsNotFound()) return Status{};
+    if (!s.ok()) return Status::error("reading meta/" + std::string(key) + ": " + s.ToString());
+    auto b = unseal(value, key);
+    if (!b || (size && b->size() != size))
+        return Status::error("corrupt record meta/" + std::string(key));
+    body = *b;
+    return Status{};
+}
+
+Status Database::load_positions(Loaded& out) const {
     std::string value;
-    auto read_meta = [&](std::string_view key, std::size_t size, std::string_view& body) -> Status {
-        auto s = db_->Get({}, handles_[kMeta], slice(key), &value);
-        if (s.IsNotFound()) return Status{};
-        if (!s.ok()) return Status::error("reading meta/" + std::string(key) + ": " + s.ToString());
-        auto b = unseal(value, key);
-        if (!b || (size && b->size() != size))
-            return Status::error("corrupt record meta/" + std::string(key));
-        body = *b;
-        return Status{};
-    };
     std::string_view body;
-    if (auto st = read_meta(kAppliedKey, 16, body); !st.ok) return st;
+    if (auto st = read_meta(kAppliedKey, 16, value, body); !st.ok) return st;
     if (!body.empty()) {
         out.applied_index = get_be64(body);
         out.applied_time = std::int64_t(get_be64(body.substr(8)));
     }
-    body = {};
-    if (auto st = read_meta(kHardStateKey, 24, body); !st.ok) return st;
+    if (auto st = read_meta(kHardStateKey, 24, value, body); !st.ok) return st;
     if (!body.empty())
         out.hard_state = {get_be64(body), get_be64(body.substr(8)), get_be64(body.substr(16))};
-    body = {};
-    if (auto st = read_meta(kLogBaseKey, 24, body); !st.ok) return st;
+    if (auto st = read_meta(kLogBaseKey, 24, value, body); !st.ok) return st;
     if (!body.empty())
         out.base = {get_be64(body), get_be64(body.substr(8)),
                     raft::Millis(get_be64(body.substr(16)))};
-    auto s = db_->Get({}, handles_[kMeta], slice(kStoreMetaKey), &value);
-    if (s.ok()) {
-        if (!load_store_meta(store, value)) return Status::error("corrupt record meta/store");
-    } else if (!s.IsNotFound()) {
-        return Status::error("reading meta/store: " + s.ToString());
-    }
+    return Status{};
+}
 
+Status Database::load_tasks(queue::Store& store, Loaded& out) const {
     // RocksDB's estimate counts overwritten records not compacted yet: trust it only so far.
     std::uint64_t estimate = 0;
     if (db_->GetIntProperty(handles_[kTasks], "rocksdb.estimate-num-keys", &estimate))
         estimate = std::min<std::uint64_t>(estimate, 1'000'000'000);
-    store.begin_load(std::size_t(estimate), std::size_t(raw_task_bytes()));
+    queue::Store::Loader loader(store, std::size_t(estimate), std::size_t(raw_task_bytes()));
+    std::string value;
+    auto s = db_->Get({}, handles_[kMeta], slice(kStoreMetaKey), &value);
+    if (s.ok()) {
+        if (!load_store_meta(loader, value)) return Status::error("corrupt record meta/store");
+    } else if (!s.IsNotFound()) {
+        return Status::error("reading meta/store: " + s.ToString());
+    }
+    // Each chunk's records go to the loader at once: it loads their memory ahead.
+    std::vector<queue::Store::Loader::Record> records;
     ScanCalls calls;
     calls.each = [&](std::string_view key, std::string_view body) {
         auto qk = split_task_key(key);
-        return qk && store.load_task(qk->first, qk->second, body);
+        if (qk) records.push_back({qk->first, qk->second, body});
+        return qk.has_value();
     };
-    calls.ahead = [&](std::string_view key) {
-        if (auto qk = split_task_key(key)) store.prefetch_load(qk->first, qk->second);
+    calls.chunk_done = [&] {
+        const bool loaded = loader.tasks(records);
+        records.clear();
+        return loaded;
     };
-    calls.between_chunks = [&] { store.prefault_load(); };
+    calls.between_chunks = [&] { loader.prefault(); };
     using Clock = std::chrono::steady_clock;
     const auto began = Clock::now();
     auto scanned = scan_task_records(db_, handles_[kTasks], kTasksEnd, calls);
     if (!scanned.ok) return scanned;
     const auto read = Clock::now();
-    store.end_load();
+    loader.finish();
     auto ms = [](Clock::duration d) {
         return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
     };
     out.tasks_read_ms = ms(read - began);
     out.indexes_built_ms = ms(Clock::now() - read);
+    return Status{};
+}
 
+Status Database::load_overlay(Loaded& out) const {
     std::unique_ptr<rocksdb::Iterator> ov(db_->NewIterator({}, handles_[kOverlay]));
     for (ov->SeekToFirst(); ov->Valid(); ov->Next()) {
         const std::string_view k = ov->key().ToStringView();
@@ -327,7 +348,10 @@ Status Database::load(queue::Store& store, Loaded& out) {
             {std::string(qk->first), std::string(qk->second), std::string(*body)});
     }
     if (!ov->status().ok()) return Status::error("reading overlay: " + ov->status().ToString());
+    return Status{};
+}
 
+Status Database::load_log(Loaded& out) const {
     std::unique_ptr<rocksdb::Iterator> log(db_->NewIterator({}, handles_[kLog]));
     std::uint64_t expect = out.base.index + 1;
     for (log->Seek(slice(index_key(expect))); log->Valid(); log->Next()) {
@@ -567,15 +591,25 @@ std::optional<std::pair<std::string_view, std::string_view>> split_task_key(std:
     return std::pair(k.substr(2, qlen), k.substr(2 + qlen));
 }
 
-bool load_task_record(queue::Store& store, std::string_view k, std::string_view sealed) {
+bool load_task_record(queue::Store::Loader& loader, std::string_view k, std::string_view sealed) {
     auto qk = split_task_key(k);
     auto body = unseal(sealed, k);
-    return qk && body && store.load_task(qk->first, qk->second, *body);
+    return qk && body && loader.task(qk->first, qk->second, *body);
+}
+
+bool load_task_record(queue::Store& store, std::string_view k, std::string_view sealed) {
+    queue::Store::Loader loader(store);
+    return load_task_record(loader, k, sealed);
+}
+
+bool load_store_meta(queue::Store::Loader& loader, std::string_view sealed) {
+    auto body = unseal(sealed, kStoreMetaKey);
+    return body && (body->empty() || loader.meta(*body));
 }
 
 bool load_store_meta(queue::Store& store, std::string_view sealed) {
-    auto body = unseal(sealed, kStoreMetaKey);
-    return body && (body->empty() || store.load_meta(*body));
+    queue::Store::Loader loader(store);
+    return load_store_meta(loader, sealed);
 }
 
 std::string seal_store_meta(std::string_view body) {
