@@ -120,20 +120,16 @@ std::string task_key(std::string_view queue, std::string_view key) {
 }
 
 namespace {
-constexpr std::size_t kKeptSlabBytes = std::size_t{64} << 20;
-}  // namespace
 
-namespace {
+constexpr std::size_t kKeptSlabBytes = std::size_t{64} << 20;
 
 rocksdb::Env* prezeroed_wal_env() {
     static const std::unique_ptr<rocksdb::Env> env =
         rocksdb::NewCompositeEnv(prezeroed_wal_fs(rocksdb::FileSystem::Default()));
     return env.get();
 }
-}  // namespace
 
-std::unique_ptr<Database> Database::open(const std::string& path, bool sync, Status& status,
-                                         rocksdb::Env* env) {
+rocksdb::Options open_options(rocksdb::Env* env) {
     rocksdb::Options opts;
     // A test's environment (the power-cut file system) brings its own pre-zeroed WAL.
     opts.env = env ? env : prezeroed_wal_env();
@@ -156,12 +152,15 @@ std::unique_ptr<Database> Database::open(const std::string& path, bool sync, Sta
     // files (written without the WAL) is the state at one applied index: `tasks` and
     // meta/applied never come from two different moments.
     opts.atomic_flush = true;
-    std::unique_ptr<Database> d(new Database());
-    d->sync_ = sync;
-    d->flushed_applied_ = std::make_shared<FlushedApplied>(0, kCfNames[kMeta], kCfNames[kLog]);
-    opts.listeners.push_back(d->flushed_applied_);
+    return opts;
+}
+
+// The column families, with their options; the memtable factories of `log` and `tasks`
+// go to `memtables`.
+std::vector<rocksdb::ColumnFamilyDescriptor> column_families(
+    const rocksdb::Options& opts, const std::shared_ptr<FlushedApplied>& flushed_applied,
+    std::vector<std::shared_ptr<SortedFlushMemTableFactory>>& memtables) {
     std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
-    std::vector<std::shared_ptr<SortedFlushMemTableFactory>> memtables;
     for (const char* name : kCfNames) {
         cfs.emplace_back(name, rocksdb::ColumnFamilyOptions(opts));
         const std::string_view n = name;
@@ -174,9 +173,23 @@ std::unique_ptr<Database> Database::open(const std::string& path, bool sync, Sta
         // CPU (its flush thread) for a few seconds' worth of disk space.
         if (n == "log") {
             cfs.back().options.compression = rocksdb::kNoCompression;
-            cfs.back().options.compaction_filter_factory = log_flush_filter(d->flushed_applied_);
+            cfs.back().options.compaction_filter_factory = log_flush_filter(flushed_applied);
         }
     }
+    return cfs;
+}
+
+}  // namespace
+
+std::unique_ptr<Database> Database::open(const std::string& path, bool sync, Status& status,
+                                         rocksdb::Env* env) {
+    rocksdb::Options opts = open_options(env);
+    std::unique_ptr<Database> d(new Database());
+    d->sync_ = sync;
+    d->flushed_applied_ = std::make_shared<FlushedApplied>(0, kCfNames[kMeta], kCfNames[kLog]);
+    opts.listeners.push_back(d->flushed_applied_);
+    std::vector<std::shared_ptr<SortedFlushMemTableFactory>> memtables;
+    const auto cfs = column_families(opts, d->flushed_applied_, memtables);
     auto s = rocksdb::DB::Open(rocksdb::DBOptions(opts), path, cfs, &d->handles_, &d->db_);
     if (!s.ok()) {
         status = Status::error("cannot open RocksDB at " + path + ": " + s.ToString());
@@ -189,22 +202,26 @@ std::unique_ptr<Database> Database::open(const std::string& path, bool sync, Sta
     // Not before now, so that what a restart replayed is given back.
     for (auto& m : memtables)
         m->keep_freed_slabs(kKeptSlabBytes);
+    d->find_extent();
+    status = Status{};
+    return d;
+}
+
+void Database::find_extent() {
     {
         // Whatever meta/applied holds now is in files or in the WAL: durable.
         std::string value;
         std::uint64_t applied = 0;
-        if (d->db_->Get({}, d->handles_[kMeta], slice(kAppliedKey), &value).ok())
+        if (db_->Get({}, handles_[kMeta], slice(kAppliedKey), &value).ok())
             if (auto b = unseal(value, kAppliedKey); b && b->size() == 16) applied = get_be64(*b);
-        d->flushed_applied_->flushed(applied);
+        flushed_applied_->flushed(applied);
     }
     // Find the log's extent once; afterwards the writer keeps it.
-    std::unique_ptr<rocksdb::Iterator> it(d->db_->NewIterator({}, d->handles_[kLog]));
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator({}, handles_[kLog]));
     it->SeekToLast();
-    if (it->Valid()) d->last_log_index_ = get_be64(it->key().ToStringView());
+    if (it->Valid()) last_log_index_ = get_be64(it->key().ToStringView());
     it->SeekToFirst();
-    if (it->Valid()) d->first_log_index_ = get_be64(it->key().ToStringView());
-    status = Status{};
-    return d;
+    if (it->Valid()) first_log_index_ = get_be64(it->key().ToStringView());
 }
 
 Status Database::flush() {
@@ -394,6 +411,32 @@ Status Database::write(const std::vector<LogWrite>& logs, const std::vector<Appl
             *b = std::make_unique<rocksdb::WriteBatch>();
     rocksdb::WriteBatch& batch = *batch_;
     batch.Clear();
+    bool sync = add_logs(batch, logs);
+    // The applied state goes in a batch of its own, without the WAL (FlushedApplied).
+    rocksdb::WriteBatch& states = *applied_batch_;
+    states.Clear();
+    const std::uint64_t applied_index = add_applied(states, applied);
+    trim_log(batch);
+    sync = add_overlay(batch, overlay) || sync;
+    rocksdb::WriteOptions wo;
+    wo.sync = sync_ && sync;
+    if (batch.Count() > 0 || wo.sync) {
+        auto s = db_->Write(wo, &batch);
+        if (!s.ok()) return Status::error("RocksDB write failed: " + s.ToString());
+    }
+    if (states.Count() > 0) {
+        rocksdb::WriteOptions unlogged;
+        unlogged.disableWAL = true;
+        auto s = db_->Write(unlogged, &states);
+        if (!s.ok()) return Status::error("RocksDB write failed: " + s.ToString());
+        flushed_applied_->written(db_->GetLatestSequenceNumber(), applied_index);
+        last_applied_written_ = applied_index;
+    }
+    if (written) *written = {batch.GetDataSize() + states.GetDataSize(), wo.sync};
+    return Status{};
+}
+
+bool Database::add_logs(rocksdb::WriteBatch& batch, const std::vector<LogWrite>& logs) {
     bool sync = false;
     for (const auto& w : logs) {
         sync = sync || w.sync;
@@ -417,9 +460,11 @@ Status Database::write(const std::vector<LogWrite>& logs, const std::vector<Appl
                       seal(encode_meta3(hs.term, hs.vote, hs.commit), kHardStateKey));
         }
     }
-    // The applied state goes in a batch of its own, without the WAL (FlushedApplied).
-    rocksdb::WriteBatch& states = *applied_batch_;
-    states.Clear();
+    return sync;
+}
+
+std::uint64_t Database::add_applied(rocksdb::WriteBatch& states,
+                                    const std::vector<AppliedState>& applied) {
     std::uint64_t applied_index = 0;
     std::string body;
     for (const auto& a : applied) {
@@ -438,7 +483,11 @@ Status Database::write(const std::vector<LogWrite>& logs, const std::vector<Appl
         applied_index = a.applied_index;
         if (a.trim.index > 0) flushed_applied_->trim_asked(a.trim);
     }
-    trim_log(batch);
+    return applied_index;
+}
+
+bool Database::add_overlay(rocksdb::WriteBatch& batch, const std::vector<OverlayWrite>& overlay) {
+    bool sync = false;
     for (const auto& o : overlay) {
         sync = sync || o.sync;
         for (const auto& c : o.changes) {
@@ -449,22 +498,7 @@ Status Database::write(const std::vector<LogWrite>& logs, const std::vector<Appl
                 batch.Delete(handles_[kOverlay], k);
         }
     }
-    rocksdb::WriteOptions wo;
-    wo.sync = sync_ && sync;
-    if (batch.Count() > 0 || wo.sync) {
-        auto s = db_->Write(wo, &batch);
-        if (!s.ok()) return Status::error("RocksDB write failed: " + s.ToString());
-    }
-    if (states.Count() > 0) {
-        rocksdb::WriteOptions unlogged;
-        unlogged.disableWAL = true;
-        auto s = db_->Write(unlogged, &states);
-        if (!s.ok()) return Status::error("RocksDB write failed: " + s.ToString());
-        flushed_applied_->written(db_->GetLatestSequenceNumber(), applied_index);
-        last_applied_written_ = applied_index;
-    }
-    if (written) *written = {batch.GetDataSize() + states.GetDataSize(), wo.sync};
-    return Status{};
+    return sync;
 }
 
 // A restart replays the log from the applied state in files, so the log is trimmed only

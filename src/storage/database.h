@@ -145,6 +145,14 @@ class Database {
     std::shared_ptr<FlushedApplied> flushed_applied_;
     std::uint64_t last_applied_written_ = 0;
     void trim_log(rocksdb::WriteBatch& batch);
+    // The parts of write(): each adds to a batch; add_logs and add_overlay return whether
+    // a write asked to be synced, add_applied the last applied index.
+    bool add_logs(rocksdb::WriteBatch& batch, const std::vector<LogWrite>& logs);
+    std::uint64_t add_applied(rocksdb::WriteBatch& states,
+                              const std::vector<AppliedState>& applied);
+    bool add_overlay(rocksdb::WriteBatch& batch, const std::vector<OverlayWrite>& overlay);
+    // After open: what of the applied state is durable, and where the log starts and ends.
+    void find_extent();
     // The parts of load(), in order.
     Status load_positions(Loaded& out) const;  // applied index, hard state, log base
     Status load_tasks(queue::Store& store, Loaded& out) const;
