@@ -283,15 +283,17 @@ bool RaftShell::apply_entries(const std::vector<raft::Entry>& entries) {
             ++i;
             continue;
         }
-        const std::size_t end = batch_run(entries, i, batch);
+        bool full = false;
+        const std::size_t end = batch_run(entries, i, batch, &full);
         if (end > i) wrote = apply_run(entries, i, batch) || wrote;
         if (failed_) return wrote;
-        if (end < entries.size()) {
+        i = end;
+        if (!full && end < entries.size()) {
             apply_entry(entries[end]);
             if (failed_) return wrote;
             wrote = wrote || entries[end].type == raft::EntryType::normal;
+            ++i;
         }
-        i = end + 1;
     }
     persist_applied_when_due();
     if (replay_until_ != 0 && applied_.index >= replay_until_) {
@@ -302,12 +304,20 @@ bool RaftShell::apply_entries(const std::vector<raft::Entry>& entries) {
 }
 
 std::size_t RaftShell::batch_run(const std::vector<raft::Entry>& entries, std::size_t from,
-                                 std::vector<queue::TimedCommand>& batch) const {
+                                 std::vector<queue::TimedCommand>& batch, bool* full) const {
+    // Decoded commands are copies of their entries: a run holds about this many bytes of
+    // them at most (a follower catching up may be handed thousands of large entries).
+    constexpr std::size_t kRunBytes = std::size_t{4} << 20;
     batch.clear();
     raft::Millis time = applied_.time;  // as apply_entry will have set applied_
-    std::size_t i = from;
+    std::size_t i = from, bytes = 0;
     for (; i < entries.size(); ++i) {
         const raft::Entry& e = entries[i];
+        if (bytes >= kRunBytes) {
+            *full = true;
+            break;
+        }
+        bytes += e.data.size();
         time = std::max<raft::Millis>(time, e.time);
         if (e.type != raft::EntryType::normal) {
             // What apply_entry does for such an entry: the store's time moves on.

@@ -185,10 +185,11 @@ class RaftShell {
     // Applies entries in order; returns whether any was a command.
     bool apply_entries(const std::vector<raft::Entry>& entries);
     // Makes `batch` the commands of entries[from...] up to the first that is no command of
-    // a batch (one that does not decode, or a planted defect's); returns that one's index.
-    // A no-op or configuration entry is an Advance to its time.
+    // a batch (one that does not decode, or a planted defect's), or until the run is
+    // `full` (it holds enough bytes); returns where it stopped. A no-op or configuration
+    // entry is an Advance to its time.
     std::size_t batch_run(const std::vector<raft::Entry>& entries, std::size_t from,
-                          std::vector<queue::TimedCommand>& batch) const;
+                          std::vector<queue::TimedCommand>& batch, bool* full) const;
     // Applies the entries from `from` on whose commands batch_run made `batch`, each as
     // apply_entry would; returns whether any was a command.
     bool apply_run(const std::vector<raft::Entry>& entries, std::size_t from,
