@@ -57,7 +57,8 @@ std::size_t RaftShell::batch_run(const std::vector<raft::Entry>& entries, std::s
     // them at most (a follower catching up may be handed thousands of large entries).
     constexpr std::size_t kRunBytes = std::size_t{4} << 20;
     batch.clear();
-    raft::Millis time = applied_.time;  // as apply_entry will have set applied_
+    batch.reserve(entries.size() - from);  // growing would move every command decoded so far
+    raft::Millis time = applied_.time;     // as apply_entry will have set applied_
     std::size_t i = from, bytes = 0;
     for (; i < entries.size(); ++i) {
         const raft::Entry& e = entries[i];
