@@ -4,27 +4,11 @@
 // reads in store_query.cpp.
 #include <array>
 
+#include "queue/command_codec.h"
 #include "queue/store_impl.h"
 #include "queue/task_codec.h"
 
 namespace dueq::queue {
-
-namespace {
-
-// The task a command names (nullopt for the commands that name none), for loading its
-// memory ahead of applying it.
-std::optional<std::pair<std::string_view, std::string_view>> task_name(const Command& cmd) {
-    return std::visit(
-        [](const auto& c) -> std::optional<std::pair<std::string_view, std::string_view>> {
-            if constexpr (requires { c.key; })
-                return std::pair<std::string_view, std::string_view>(c.queue, c.key);
-            else
-                return std::nullopt;
-        },
-        cmd);
-}
-
-}  // namespace
 
 Store::Store(StoreLimits limits) : impl_(std::make_unique<Impl>(limits)) {}
 Store::~Store() = default;
@@ -48,14 +32,17 @@ Result Store::apply(const Command& cmd, Millis now) {
     return detail::apply_command(*impl_, cmd, std::max(now, impl_->now));
 }
 
-void Store::apply_batch(std::span<const TimedCommand> batch,
-                        const std::function<bool(std::size_t i, Result& result)>& done) {
+std::size_t Store::apply_batch(
+    std::span<const LoggedCommand> batch,
+    const std::function<bool(std::size_t i, Command& command, Result& result)>& done) {
     // A put or an ack of a random key waits on memory twice, for the task table's slot
     // and for the task (8% of a three-node put run's CPU): both are asked for some
     // commands ahead, so that they are in cache by the time the command is applied. Then,
     // once the task is in cache, its neighbours in its tree, which taking it out of the
-    // tree reads and rewrites. Each step only asks: nothing changes, and what `done` does
-    // between commands (drains, a rollback) at worst makes a step ask for the wrong line.
+    // tree reads and rewrites. A command ahead is only peeked at (its queue and key), and
+    // each is decoded right before it applies: one command's strings live at a time. Each
+    // step only asks: what `done` does between commands (drains, a rollback) at worst
+    // makes a step ask for the wrong line.
     constexpr std::size_t kSlotAhead = 8, kTaskAhead = 4, kLinksAhead = 2;
     std::array<std::optional<std::uint64_t>, kSlotAhead> hashes;  // by index % kSlotAhead
     const detail::StoreState& s = *impl_;
@@ -63,9 +50,9 @@ void Store::apply_batch(std::span<const TimedCommand> batch,
         auto& hash = hashes[i % kSlotAhead];
         hash.reset();
         if (i >= batch.size()) return;
-        if (auto name = task_name(batch[i].command))
-            if (const detail::Queue* q = s.find_queue(name->first))
-                hash = s.table.prefetch(q->id, name->second);
+        if (auto name = peek_task_name(batch[i].encoded))
+            if (const detail::Queue* q = s.find_queue(name->queue))
+                hash = s.table.prefetch(q->id, name->key);
     };
     auto load_task = [&](std::size_t i) {
         if (i < batch.size() && hashes[i % kSlotAhead])
@@ -81,9 +68,12 @@ void Store::apply_batch(std::span<const TimedCommand> batch,
         load_links(i + kLinksAhead);
         load_task(i + kTaskAhead);  // its slot was asked for kTaskAhead commands ago
         load_slot(i + kSlotAhead);  // takes command i's place, whose steps are all done
-        Result r = apply(batch[i].command, batch[i].now);
-        if (!done(i, r)) return;
+        auto cmd = decode_command(batch[i].encoded);
+        if (!cmd) return i;
+        Result r = apply(*cmd, batch[i].now);
+        if (!done(i, *cmd, r)) return i + 1;
     }
+    return batch.size();
 }
 
 void Store::advance(Millis now) {

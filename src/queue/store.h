@@ -1,10 +1,10 @@
 // The task store of one replica: every queue, task, index and lease.
 //
 // Its contract is commands in, state out: apply() and apply_batch() take commands at
-// their log times, the reads and drain_changes() give the state back, and a restart puts
-// what storage kept back with a Store::Loader (store_loader.h). How it lays out and loads
-// its memory is its own: each store reserves its own range of address space for its task
-// records (task_region.h), and given a batch it loads what the next commands will read
+// their log times (apply_batch as the log holds them), the reads and drain_changes() give the state
+// back, and a restart puts what storage kept back with a Store::Loader (store_loader.h). How it
+// lays out and loads its memory is its own: each store reserves its own range of address space for
+// its task records (task_region.h), and given a batch it loads what the next commands will read
 // while it applies the ones before.
 //
 // Pure and deterministic: no clock, no I/O, no threads. Time enters only as the log time
@@ -107,9 +107,10 @@ enum class StoreDefect : std::uint8_t {
     merge_older_finish_wins,  // a merged finished task wins even when older than the key
 };
 
-// One command of a batch and the log time it is applied at.
-struct TimedCommand {
-    Command command;
+// One command of a batch, encoded as the log holds it (command_codec.h), and the log time
+// it is applied at.
+struct LoggedCommand {
+    std::string_view encoded;
     Millis now = 0;
 };
 
@@ -126,11 +127,14 @@ class Store {
     // First runs advance(now), then the command. A refused command (lease mismatch,
     // exists, not_found, bad_request) changes no state.
     Result apply(const Command& cmd, Millis now);
-    // Applies each command of `batch` in order exactly as apply() would, and calls
-    // `done(i, result)` right after batch[i]; stops early when `done` returns false.
-    // `done` may read the store, drain its changes and roll a fork back, but not apply.
-    void apply_batch(std::span<const TimedCommand> batch,
-                     const std::function<bool(std::size_t i, Result& result)>& done);
+    // Decodes and applies each command of `batch` in order, exactly as apply() would,
+    // and calls `done(i, command, result)` right after batch[i]. Stops early when `done`
+    // returns false, or before a command that does not decode; returns how many commands
+    // it applied. `done` may read the store, drain its changes and roll a fork back, but
+    // not apply. While it applies one command, the memory the next ones will read loads.
+    std::size_t apply_batch(
+        std::span<const LoggedCommand> batch,
+        const std::function<bool(std::size_t i, Command& command, Result& result)>& done);
 
     // Expires leases with lease_until <= now (attempts >= max_attempts -> buried, else
     // ready), ends delays, and removes done tasks past retention. Idempotent, and it

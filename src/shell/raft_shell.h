@@ -28,6 +28,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "queue/command.h"
 #include "queue/store.h"
@@ -184,16 +185,13 @@ class RaftShell {
     raft::Index written_prefix() const;
     // Applies entries in order; returns whether any was a command.
     bool apply_entries(const std::vector<raft::Entry>& entries);
-    // Makes `batch` the commands of entries[from...] up to the first that is no command of
-    // a batch (one that does not decode, or a planted defect's), or until the run is
-    // `full` (it holds enough bytes); returns where it stopped. A no-op or configuration
-    // entry is an Advance to its time.
-    std::size_t batch_run(const std::vector<raft::Entry>& entries, std::size_t from,
-                          std::vector<queue::TimedCommand>& batch, bool* full) const;
-    // Applies the entries from `from` on whose commands batch_run made `batch`, each as
-    // apply_entry would; returns whether any was a command.
-    bool apply_run(const std::vector<raft::Entry>& entries, std::size_t from,
-                   std::vector<queue::TimedCommand>& batch);
+    // Makes batch_ the commands of entries[from...] up to the first entry that is not a
+    // command; returns how many (0 while the planted defect merge_dropped is on: it needs
+    // each entry alone).
+    std::size_t batch_run(const std::vector<raft::Entry>& entries, std::size_t from);
+    // Applies batch_ (from entries[from] on), each entry as apply_entry would; returns how
+    // many commands the store applied. Sets `wrote` if one was applied.
+    std::size_t apply_run(const std::vector<raft::Entry>& entries, std::size_t from, bool& wrote);
     void install_snapshot(raft::Ready& rd);
     // One entry, by itself.
     void apply_entry(const raft::Entry& e);
@@ -232,6 +230,7 @@ class RaftShell {
     std::uint64_t inflight_ticket_ = 0;             // 0: nothing to wait for
     raft::SnapshotMeta applied_;                    // the last applied entry
     storage::AppliedState unwritten_;               // changes applied, not handed off yet
+    std::vector<queue::LoggedCommand> batch_;       // apply_entries' run, kept for its room
     std::uint64_t handed_index_ = 0;                // applied index last handed off
     std::int64_t handed_at_ = 0;                    // now_ when it was handed off
     raft::Index replay_until_ = 0;  // last entry on disk at start, until it is applied

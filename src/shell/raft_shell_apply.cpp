@@ -20,10 +20,9 @@ bool RaftShell::apply_entries(const std::vector<raft::Entry>& entries) {
         return false;
     }
     bool wrote = false;
-    // The store takes runs of entries as one batch: while it applies one command it loads
-    // the memory the next ones will read. An entry that is no command of a run (it does
-    // not decode, or a planted defect drops it) goes alone, one by one as before.
-    std::vector<queue::TimedCommand> batch;
+    // A run of commands goes to the store as one batch: while it applies one command it
+    // loads the memory the next ones will read. A no-op or configuration entry goes alone
+    // (apply_entry), and so does every entry while a planted defect drops merges.
     for (std::size_t i = 0; i < entries.size();) {
         // Applied already: while the write was in flight, or by the planted defect in
         // finish_ready.
@@ -31,18 +30,24 @@ bool RaftShell::apply_entries(const std::vector<raft::Entry>& entries) {
             ++i;
             continue;
         }
-        bool full = false;
-        const std::size_t end = batch_run(entries, i, batch, &full);
-        if (end > i) wrote = apply_run(entries, i, batch) || wrote;
-        if (failed_) return wrote;
-        i = end;
-        if (!full && end < entries.size()) {
-            apply_entry(entries[end]);
+        if (const std::size_t n = batch_run(entries, i)) {
+            const std::size_t applied = apply_run(entries, i, wrote);
             if (failed_) return wrote;
-            wrote = wrote || entries[end].type == raft::EntryType::normal;
-            ++i;
+            // The store stopped before a command that does not decode (its entry begun).
+            if (applied < n) {
+                fail("log entry " + std::to_string(entries[i + applied].index) +
+                     " does not decode");
+                return wrote;
+            }
+            i += n;
+            continue;
         }
+        apply_entry(entries[i]);
+        if (failed_) return wrote;
+        wrote = wrote || entries[i].type == raft::EntryType::normal;
+        ++i;
     }
+    batch_.clear();
     persist_applied_when_due();
     if (replay_until_ != 0 && applied_.index >= replay_until_) {
         spdlog::info("replayed the log tail after restart: applied index {}", applied_.index);
@@ -51,56 +56,40 @@ bool RaftShell::apply_entries(const std::vector<raft::Entry>& entries) {
     return wrote;
 }
 
-std::size_t RaftShell::batch_run(const std::vector<raft::Entry>& entries, std::size_t from,
-                                 std::vector<queue::TimedCommand>& batch, bool* full) const {
-    // Decoded commands are copies of their entries: a run holds about this many bytes of
-    // them at most (a follower catching up may be handed thousands of large entries).
-    constexpr std::size_t kRunBytes = std::size_t{4} << 20;
-    batch.clear();
-    batch.reserve(entries.size() - from);  // growing would move every command decoded so far
-    raft::Millis time = applied_.time;     // as apply_entry will have set applied_
-    std::size_t i = from, bytes = 0;
-    for (; i < entries.size(); ++i) {
+std::size_t RaftShell::batch_run(const std::vector<raft::Entry>& entries, std::size_t from) {
+    batch_.clear();
+    if (planted(raft::PlantedBug::merge_dropped)) return 0;  // apply_command drops them
+    raft::Millis time = applied_.time;  // as begin_entry will have set applied_
+    for (std::size_t i = from; i < entries.size(); ++i) {
         const raft::Entry& e = entries[i];
-        if (bytes >= kRunBytes) {
-            *full = true;
-            break;
-        }
-        bytes += e.data.size();
+        if (e.type != raft::EntryType::normal) break;
         time = std::max<raft::Millis>(time, e.time);
-        if (e.type != raft::EntryType::normal) {
-            // What apply_entry does for such an entry: the store's time moves on.
-            batch.push_back({queue::Advance{}, queue::Millis(time)});
-            continue;
-        }
-        auto cmd = queue::decode_command(e.data);
-        if (!cmd) break;
-        if (planted(raft::PlantedBug::merge_dropped) && std::holds_alternative<queue::Merge>(*cmd))
-            break;
         // Every replica applies at the entry's log time, so that all reach the same state.
         const auto at = planted(raft::PlantedBug::lease_from_local_clock) ? queue::Millis(now_)
                                                                           : queue::Millis(time);
-        batch.push_back({std::move(*cmd), at});
+        batch_.push_back({e.data.view(), at});
     }
-    return i;
+    return batch_.size();
 }
 
-bool RaftShell::apply_run(const std::vector<raft::Entry>& entries, std::size_t from,
-                          std::vector<queue::TimedCommand>& batch) {
-    bool wrote = false;
-    std::optional<Proposal> mine = begin_entry(entries[from]);
-    store_->apply_batch(batch, [&](std::size_t k, queue::Result& result) {
-        const raft::Entry& e = entries[from + k];
-        if (e.type == raft::EntryType::normal)
-            finish_command(e, batch[k].command, result, std::move(mine));
-        else
-            finish_other(e);
+std::size_t RaftShell::apply_run(const std::vector<raft::Entry>& entries, std::size_t from,
+                                 bool& wrote) {
+    struct Run {
+        const raft::Entry* entries;  // the batch's first
+        std::size_t size;
+        std::optional<Proposal> mine;
+    } run{&entries[from], batch_.size(), begin_entry(entries[from])};
+    // Two pointers: std::function holds them without an allocation.
+    auto step = [this, &run](std::size_t k, queue::Command& cmd, queue::Result& result) {
+        finish_command(run.entries[k], cmd, result, std::move(run.mine));
         if (failed_) return false;
-        wrote = wrote || e.type == raft::EntryType::normal;
-        if (k + 1 < batch.size()) mine = begin_entry(entries[from + k + 1]);
+        if (k + 1 < run.size) run.mine = begin_entry(run.entries[k + 1]);
         return true;
-    });
-    return wrote;
+    };
+    const std::size_t applied = store_->apply_batch(batch_, step);
+    // Each command applied counts, but for one whose hooks failed the shell.
+    wrote = wrote || applied > (failed_ ? 1 : 0);
+    return applied;
 }
 
 std::optional<RaftShell::Proposal> RaftShell::begin_entry(const raft::Entry& e) {
