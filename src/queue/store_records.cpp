@@ -153,7 +153,9 @@ void StoreState::drain_changes(
 void StoreState::for_each_task(
     const std::function<void(std::string_view queue, std::string_view key,
                              std::string_view encoded_task)>& fn) const {
-    for (const auto& [name, q] : queues_by_name) {
+    for (const auto& [queue_name, q] : queues_by_name) {
+        // A structured binding is not captured by name before clang 16 (clang-tidy 14).
+        const std::string& name = queue_name;
         auto each = [&](const auto& tree) {
             for (const Task& t : tree)
                 fn(name, t.key(), encode_task(t));
