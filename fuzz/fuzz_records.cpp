@@ -2,7 +2,7 @@
 // when a follower installs a snapshot whose records come from the leader: unseal (the
 // CRC-32C of key and body), the log record decoder (storage::decode_log_record), and the
 // task and store-wide records (storage::load_task_record / load_store_meta, i.e.
-// queue::Store::load_task / load_meta in task_codec.cpp). A damaged disk or stream must
+// queue::Store::Loader's task / meta, task_codec.cpp). A damaged disk or stream must
 // be refused, never crash a node or leave a store it cannot write back.
 //
 // The input is a sequence of records (fuzz_support.h: RecordKind). All kinds but

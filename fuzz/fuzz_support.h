@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "queue/store.h"
+#include "queue/store_loader.h"
 
 namespace dueq::fuzz {
 
@@ -98,9 +99,12 @@ inline void check_store_round_trip(const queue::Store& store) {
     const std::string meta = store.encode_meta();
     const Rows rows = rows_of(store);
     queue::Store copy;
-    FUZZ_CHECK(copy.load_meta(meta));
-    for (const auto& [q, k, t] : rows)
-        FUZZ_CHECK(copy.load_task(q, k, t));
+    {
+        queue::Store::Loader load(copy, rows.size());
+        FUZZ_CHECK(load.meta(meta));
+        for (const auto& [q, k, t] : rows)
+            FUZZ_CHECK(load.task(q, k, t));
+    }
     FUZZ_CHECK(copy.encode_meta() == meta);
     FUZZ_CHECK(rows_of(copy) == rows);
 }

@@ -4,6 +4,7 @@
 
 #include "queue/command_codec.h"
 #include "queue/msgpack_fields.h"
+#include "queue/store_loader.h"
 #include "raft/message_codec.h"
 
 namespace dueq::node {
@@ -248,11 +249,11 @@ void RaftIo::on_peer_change(std::uint64_t peer, bool up) {
 std::unique_ptr<queue::Store> RaftIo::store_from(const storage::SnapshotInstall& records) const {
     // Not this node's [limits]: every replica applies with the same bounds.
     auto fresh = std::make_unique<queue::Store>(queue::kApplyLimits);
-    if (!storage::load_store_meta(*fresh, records.store_meta_sealed)) return nullptr;
-    fresh->begin_load(records.tasks.size());
+    queue::Store::Loader loader(*fresh, records.tasks.size());
+    if (!storage::load_store_meta(loader, records.store_meta_sealed)) return nullptr;
     for (const auto& [k, v] : records.tasks)
-        if (!storage::load_task_record(*fresh, k, v)) return nullptr;
-    fresh->end_load();
+        if (!storage::load_task_record(loader, k, v)) return nullptr;
+    loader.finish();
     return fresh;
 }
 

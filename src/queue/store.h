@@ -1,5 +1,12 @@
 // The task store of one replica: every queue, task, index and lease.
 //
+// Its contract is commands in, state out: apply() and apply_batch() take commands at
+// their log times (apply_batch as the log holds them), the reads and drain_changes() give the state
+// back, and a restart puts what storage kept back with a Store::Loader (store_loader.h). How it
+// lays out and loads its memory is its own: each store reserves its own range of address space for
+// its task records (task_region.h), and given a batch it loads what the next commands will read
+// while it applies the ones before.
+//
 // Pure and deterministic: no clock, no I/O, no threads. Time enters only as the log time
 // of apply() and advance(); the same commands at the same times give the same state on
 // every replica. Not thread-safe: one owner (the node's event-loop thread) calls it.
@@ -9,6 +16,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -99,8 +107,17 @@ enum class StoreDefect : std::uint8_t {
     merge_older_finish_wins,  // a merged finished task wins even when older than the key
 };
 
+// One command of a batch, encoded as the log holds it (command_codec.h), and the log time
+// it is applied at.
+struct LoggedCommand {
+    std::string_view encoded;
+    Millis now = 0;
+};
+
 class Store {
   public:
+    class Loader;  // a restart's load: store_loader.h
+
     explicit Store(StoreLimits limits = {});
     ~Store();
     Store(const Store&) = delete;
@@ -110,6 +127,14 @@ class Store {
     // First runs advance(now), then the command. A refused command (lease mismatch,
     // exists, not_found, bad_request) changes no state.
     Result apply(const Command& cmd, Millis now);
+    // Decodes and applies each command of `batch` in order, exactly as apply() would,
+    // and calls `done(i, command, result)` right after batch[i]. Stops early when `done`
+    // returns false, or before a command that does not decode; returns how many commands
+    // it applied. `done` may read the store, drain its changes and roll a fork back, but
+    // not apply. While it applies one command, the memory the next ones will read loads.
+    std::size_t apply_batch(
+        std::span<const LoggedCommand> batch,
+        const std::function<bool(std::size_t i, Command& command, Result& result)>& done);
 
     // Expires leases with lease_until <= now (attempts >= max_attempts -> buried, else
     // ready), ends delays, and removes done tasks past retention. Idempotent, and it
@@ -187,34 +212,9 @@ class Store {
     // Store-wide state that is not a task (next lease id, declared queue settings,
     // late_share counters), encoded; written beside the tasks at each applied index.
     std::string encode_meta() const;
-    // Rebuilds from encode_meta() and the encoded tasks drain_changes() produced.
-    // Returns false (and leaves the store unchanged in meaning: the caller must stop)
-    // if a record does not decode.
-    bool load_meta(std::string_view encoded);
-    bool load_task(std::string_view queue, std::string_view key, std::string_view encoded);
-    // A restart's load of about `tasks` records: between begin_load and end_load, tasks
-    // that load_task installs join their ordered indexes in bulk, at end_load. Nothing
-    // but load_task, load_meta and prefault_load may be called in between.
-    // `record_bytes`, about how much the records take where they are read from, lets
-    // prefault_load fault in the memory they will need ahead of them.
-    void begin_load(std::size_t tasks, std::size_t record_bytes = 0);
-    void end_load();
-    // During a load, on any one thread besides the loading one: faults in memory the
-    // next tasks will use (page faults are most of a large load's cost, and this way
-    // another core takes them).
-    void prefault_load();
-    // During a load: the record for (queue, key) comes a few records from now.
-    void prefetch_load(std::string_view queue, std::string_view key) const;
-    // A command on (queue, key) is applied a few commands from now: starts loading what it
-    // reads first, in two steps some commands apart. This one asks for where the task
-    // table looks and returns a ticket for the second, prefetch_apply_task (nullopt when
-    // the queue is unknown). Neither changes anything.
-    std::optional<std::uint64_t> prefetch_apply(std::string_view queue, std::string_view key) const;
-    // Once that has arrived: asks for the task there.
-    void prefetch_apply_task(std::uint64_t ticket) const;
-    // The third step, once the task is in cache: its neighbours in its tree.
-    void prefetch_apply_links(std::uint64_t ticket) const;
     // Every task, encoded (for a snapshot of the whole store).
+    // A Loader (store_loader.h) rebuilds a store from encode_meta() and the encoded tasks
+    // drain_changes() or for_each_task() produced.
     void for_each_task(const std::function<void(std::string_view queue, std::string_view key,
                                                 std::string_view encoded_task)>& fn) const;
 

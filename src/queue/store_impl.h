@@ -1,9 +1,13 @@
 // The inside of Store: queues, their trees, the lookup table, leases and the event
-// calendar. Internal to src/queue; split over store_state.cpp (internals, time),
-// store.cpp (commands), store_query.cpp (reads) and task_codec.cpp (persistence).
+// calendar. Internal to src/queue. StoreState's members are in store_state.cpp (queues,
+// tasks, tombstones, time) and store_records.cpp (tasks as records: loading, the change
+// drains, the fork's journal); the commands are in store_commands.cpp, the encodings in
+// task_codec.cpp, a restart's bulk load in store_loader.cpp; Store itself is in store.cpp
+// and store_query.cpp (reads).
 #pragma once
 
 #include <algorithm>
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
@@ -54,6 +58,9 @@ struct DeclaredSettings {
 };
 
 struct Queue {
+    explicit Queue(TaskRegion& region)
+        : ready(region), delayed(region), buried(region), taken(region), done(region) {}
+
     std::string name;
     std::uint16_t id = 0;
     DeclaredSettings declared;
@@ -110,10 +117,43 @@ struct ForkJournal {
     std::vector<std::int64_t> late_credit;  // by queue id
 };
 
+struct StoreState;
+
+// A restart's load (Store::Loader): tasks installed meanwhile wait here and are linked
+// into their trees at the end, sorted, each at the end of its tree, instead of one search
+// from the root per task (store_loader.cpp).
+//
+// Each waiting task has its sort item, made when it is installed (its record is in cache
+// then; a pass over ten million records afterwards costs about 0.7 s). Sorted by (queue,
+// tree, the tree's time), then by load order: a load reads each queue's tasks in key
+// order, so ties on time stay in key order, the trees' own tie-break. An item names its
+// task by its place in `tasks_`, which keeps it at 16 bytes, and std::sort needs no second
+// buffer as std::stable_sort would.
+class BulkLinks {
+  public:
+    explicit BulkLinks(std::size_t tasks);
+    bool empty() const { return tasks_.empty(); }
+    void add(StoreState& s, Task* t);
+    // Links every waiting task into its tree and updates the calendar.
+    void link_all(StoreState& s);
+
+  private:
+    struct Item {
+        Millis at;
+        std::uint32_t seq;
+        std::uint16_t queue_id;
+        std::uint8_t state;
+    };
+    static_assert(sizeof(Item) == 16);
+    std::vector<Task*, HugePageAllocator<Task*>> tasks_;
+    std::vector<Item, HugePageAllocator<Item>> items_;  // as tasks_
+};
+
 // Everything the store holds. Store::Impl is this under the name store.h declares; the
 // state is a detail type of its own so helpers in .cpp files may name it.
 struct StoreState {
-    TaskArena arena;  // first member: outlives every task
+    TaskRegion region;        // first member: outlives every task and tree
+    TaskArena arena{region};  // outlives every task
     StoreLimits limits;
     StoreDefect planted = StoreDefect::none;  // set only in DUEQ_PLANTED_BUGS builds
     DeclaredSettings declared_defaults;  // Declare of kDefaultsQueue; persisted in meta
@@ -213,9 +253,10 @@ struct StoreState {
     void advance(Millis to);
     void expire(Queue& q, Millis to);
 
-    // ---- persistence (task_codec.cpp) ----
+    // ---- tasks as records (store_records.cpp) ----
     std::string encode_task(const Task& t) const;
-    static std::string encode_tombstone(const Tombstone& t);
+    // Decodes a task or tombstone record and puts it in place of whatever the key held,
+    // with no change recorded; false (and nothing changed) if it does not decode.
     bool load_task(std::string_view queue, std::string_view key, std::string_view encoded);
     // Decodes and puts a task in place of any task with its key; nullptr (and nothing
     // changed) if it does not decode.
@@ -223,33 +264,27 @@ struct StoreState {
                        bool record_change);
     Task* install_task(std::string_view queue, std::string_view key,
                        const msgpack::object& unpacked, bool record_change);
-    std::string encode_meta() const;
     bool load_meta(std::string_view encoded);
+    void drain_changes(const std::function<void(std::string_view queue, std::string_view key,
+                                                std::optional<std::string>&& encoded)>& fn);
+    void for_each_task(const std::function<void(std::string_view queue, std::string_view key,
+                                                std::string_view encoded_task)>& fn) const;
 
-    // A restart's load (Store::begin_load/end_load): tasks installed meanwhile wait here
-    // and are linked into their trees at the end, sorted, each at the end of its tree,
-    // instead of one search from the root per task.
-    //
-    // Each waiting task has its sort item, made when it is installed (its record is in
-    // cache then; a pass over ten million records afterwards costs about 0.7 s). Sorted
-    // by (queue, tree, the tree's time), then by load order: a load reads each queue's
-    // tasks in key order, so ties on time stay in key order, the trees' own tie-break.
-    // An item names its task by its place in `unlinked`, which keeps it at 16 bytes, and
-    // std::sort needs no second buffer as std::stable_sort would.
-    struct UnlinkedItem {
-        Millis at;
-        std::uint32_t seq;
-        std::uint16_t queue_id;
-        std::uint8_t state;
-    };
-    static_assert(sizeof(UnlinkedItem) == 16);
-    bool loading = false;
+    // ---- the fork (autonomous mode; store_records.cpp) ----
+    bool start_fork(LeaseId lease_base);
+    void drain_fork(const std::function<void(std::string_view queue, std::string_view key,
+                                             const OverlayRecord&)>& fn);
+    void rollback();
+    bool load_overlay(std::string_view queue, std::string_view key, const OverlayRecord& r);
+
     msgpack::zone load_zone;  // load_task's, reused from one record to the next
-    std::vector<Task*, HugePageAllocator<Task*>> unlinked;
-    std::vector<UnlinkedItem, HugePageAllocator<UnlinkedItem>> unlinked_items;  // as unlinked
-    void add_unlinked(Task* t);
-    void link_unlinked();
+    // Set while a restart's load (Store::Loader) runs: tasks installed meanwhile wait
+    // there and join their trees in bulk at its end.
+    BulkLinks* bulk = nullptr;
 };
+
+// Runs one command at `now`, a time advance() has reached (store_commands.cpp).
+Result apply_command(StoreState& s, const Command& cmd, Millis now);
 
 }  // namespace dueq::queue::detail
 

@@ -1,5 +1,6 @@
 // Store internals: queues, task records and their trees, leases, and the transitions
-// time causes (advance). The commands that drive them are in store.cpp.
+// time causes (advance). The commands that drive them are in store_commands.cpp; tasks
+// as records (loading, drains, the fork's journal) are in store_records.cpp.
 #include <algorithm>
 #include <cmath>
 
@@ -34,7 +35,7 @@ Queue* detail::StoreState::find_queue(std::string_view name) const {
 Queue* detail::StoreState::get_or_create_queue(std::string_view name) {
     if (Queue* q = find_queue(name)) return q;
     if (queues.size() >= detail::kMaxQueues) return nullptr;
-    auto q = std::make_unique<Queue>();
+    auto q = std::make_unique<Queue>(region);
     q->name = std::string(name);
     q->id = static_cast<std::uint16_t>(queues.size());
     Queue* raw = q.get();

@@ -7,7 +7,6 @@
 #include <new>
 
 #include "common/huge_pages.h"
-#include "queue/task_region.h"
 
 #if DUEQ_ASAN
 #include <sanitizer/asan_interface.h>
@@ -28,13 +27,13 @@ TaskArena::~TaskArena() {
     drop_spares();
     for (std::size_t i = 0; i < slabs_.size(); ++i) {
         DUEQ_UNPOISON(slabs_[i], slab_size(i));
-        region::give_slab(slabs_[i], slab_size(i));
+        region_.give_slab(slabs_[i], slab_size(i));
     }
 }
 
 char* TaskArena::huge_slab() {
     // Aligned to a huge page, so it can be one.
-    char* slab = region::take_slab(kHugeSlabBytes);
+    char* slab = region_.take_slab(kHugeSlabBytes);
     advise_huge(slab, kHugeSlabBytes);
     return slab;
 }
@@ -43,7 +42,7 @@ void TaskArena::new_slab() {
     const std::size_t bytes = slab_size(slabs_.size());
     const std::size_t spare = spares_used_.load(std::memory_order_relaxed);
     if (bytes != kHugeSlabBytes) {
-        bump_ = region::take_slab(bytes);
+        bump_ = region_.take_slab(bytes);
     } else if (spare < spares_.size()) {
         bump_ = spares_[spare];
         spares_used_.store(spare + 1, std::memory_order_release);
@@ -66,7 +65,7 @@ void TaskArena::reserve_spares(std::size_t bytes) {
 
 void TaskArena::drop_spares() {
     for (std::size_t i = spares_used_.load(); i < spares_.size(); ++i)
-        region::give_slab(spares_[i], kHugeSlabBytes);
+        region_.give_slab(spares_[i], kHugeSlabBytes);
     spares_.clear();
     spares_.shrink_to_fit();
     spares_used_ = 0;

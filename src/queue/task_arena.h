@@ -1,7 +1,7 @@
 // Memory for task records. Internal to src/queue.
 //
-// Slabs come from the task region (task_region.h), where the trees can link records by
-// 32-bit references. Blocks above kMaxSmall are on the heap, outside it: a record that
+// Slabs come from the store's task region (task_region.h), where the trees can link
+// records by 32-bit references. Blocks above kMaxSmall are on the heap, outside it: a record that
 // large keeps its header in a small block and its key and payload in the large one.
 //
 // Ten million small records through malloc cost each an 8-byte chunk header and up to
@@ -34,6 +34,8 @@
 #include <memory>
 #include <vector>
 
+#include "queue/task_region.h"
+
 namespace dueq::queue::detail {
 
 class TaskArena {
@@ -43,7 +45,7 @@ class TaskArena {
     static constexpr std::size_t kHugeSlabBytes = 2 * 1024 * 1024;
     static constexpr std::size_t kSmallSlabs = 8;
 
-    TaskArena() = default;
+    explicit TaskArena(TaskRegion& region) : region_(region) {}
     ~TaskArena();
     TaskArena(const TaskArena&) = delete;
     TaskArena& operator=(const TaskArena&) = delete;
@@ -79,8 +81,9 @@ class TaskArena {
 
     static std::size_t slab_size(std::size_t i);  // of the i-th slab
     void new_slab();
-    static char* huge_slab();
+    char* huge_slab();
 
+    TaskRegion& region_;
     std::vector<char*> spares_;                // huge slabs set aside for a load
     std::atomic<std::size_t> spares_used_{0};  // taken by new_slab, in order
     std::size_t prefaulted_ = 0;               // of spares_, by prefault_spares

@@ -88,7 +88,7 @@ class TaskTable {
         if (v == 0 || v == kMoved || (v & ~kPointerBits) != h << kTagShift) return;
         const Task* t = task_of(v);
         for (std::uint32_t ref : {t->parent_color >> 1, t->left, t->right})
-            if (ref != 0) __builtin_prefetch(region::at(ref));
+            if (ref != 0) __builtin_prefetch(TaskRegion::at(t, ref));
     }
     // `t` must not be present yet (by its queue id and key).
     void insert(Task* t);

@@ -2,9 +2,9 @@
 //
 // Boost.Intrusive's set costs 24 bytes of links per task (three pointers, the color in
 // the parent's low bit). This tree runs Boost.Intrusive's own red-black algorithms over
-// links that are references into the task region (see task_region.h): 12 bytes. Nodes and
-// the tree's header must therefore live in the region; the header is taken from it when
-// the tree is made.
+// links that are references into the store's task region (see task_region.h): 12 bytes.
+// Nodes and the tree's header must therefore live in one region; the header is taken from
+// it when the tree is made. A link is read back from the address of the node holding it.
 //
 // It offers what the store uses of a set: ordered insert (with a hint), erase, first
 // element, lower and upper bound by a time alone, forward iteration and disposal, and a
@@ -33,16 +33,19 @@ struct TreeNodeTraits {
     using const_node_ptr = const TreeLinks*;
     using color = std::uint32_t;
 
-    static node_ptr ptr(std::uint32_t ref) { return static_cast<node_ptr>(region::at(ref)); }
-
-    static node_ptr get_parent(const_node_ptr n) { return ptr(n->parent_color >> 1); }
-    static void set_parent(node_ptr n, node_ptr p) {
-        n->parent_color = (region::ref_of(p) << 1) | (n->parent_color & 1u);
+    // The node `ref` names, read from node `n` (both in one region).
+    static node_ptr ptr(const_node_ptr n, std::uint32_t ref) {
+        return static_cast<node_ptr>(TaskRegion::at(n, ref));
     }
-    static node_ptr get_left(const_node_ptr n) { return ptr(n->left); }
-    static void set_left(node_ptr n, node_ptr l) { n->left = region::ref_of(l); }
-    static node_ptr get_right(const_node_ptr n) { return ptr(n->right); }
-    static void set_right(node_ptr n, node_ptr r) { n->right = region::ref_of(r); }
+
+    static node_ptr get_parent(const_node_ptr n) { return ptr(n, n->parent_color >> 1); }
+    static void set_parent(node_ptr n, node_ptr p) {
+        n->parent_color = (TaskRegion::ref_of(p) << 1) | (n->parent_color & 1u);
+    }
+    static node_ptr get_left(const_node_ptr n) { return ptr(n, n->left); }
+    static void set_left(node_ptr n, node_ptr l) { n->left = TaskRegion::ref_of(l); }
+    static node_ptr get_right(const_node_ptr n) { return ptr(n, n->right); }
+    static void set_right(node_ptr n, node_ptr r) { n->right = TaskRegion::ref_of(r); }
     static color get_color(const_node_ptr n) { return n->parent_color & 1u; }
     static void set_color(node_ptr n, color c) { n->parent_color = (n->parent_color & ~1u) | c; }
     static color black() { return 0; }
@@ -94,12 +97,14 @@ class RegionTree {
     using iterator = Iter<T>;
     using const_iterator = Iter<const T>;
 
-    RegionTree() : header_(static_cast<node_ptr>(region::take_node())) {
+    // Its elements must come from `region` too (the store's arena's slabs).
+    explicit RegionTree(TaskRegion& region)
+        : region_(&region), header_(static_cast<node_ptr>(region.take_node())) {
         new (header_) TreeLinks();
         Algo::init_header(header_);
     }
     // The elements are the owner's: it disposes of them (clear_and_dispose) first.
-    ~RegionTree() { region::give_node(header_); }
+    ~RegionTree() { region_->give_node(header_); }
     RegionTree(const RegionTree&) = delete;
     RegionTree& operator=(const RegionTree&) = delete;
 
@@ -248,6 +253,7 @@ class RegionTree {
                             depth_of(TreeNodeTraits::get_right(n)));
     }
 
+    TaskRegion* region_;
     node_ptr header_;
     std::size_t size_ = 0;
 };

@@ -3,7 +3,6 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <array>
 
 #include "queue/command_codec.h"
 #include "raft/message_check.h"
@@ -265,57 +264,6 @@ void RaftShell::finish_ready() {
     process_ready();
 }
 
-bool RaftShell::apply_entries(const std::vector<raft::Entry>& entries) {
-    if (entries.empty()) return false;
-    if (entries.back().index <= applied_.index) {
-        persist_applied_when_due();  // applied while the write was in flight
-        return false;
-    }
-    bool wrote = false;
-    // A put or an ack of a random key waits on memory twice, for the task table's slot
-    // and for the task (8% of a three-node put run's CPU): both are asked for some
-    // entries ahead, so that they are in cache by the time the entry is applied.
-    // Each entry is read once, for its slot; what that returns serves the task's step.
-    // Then, once the task is in cache, for its neighbours in its tree, which taking it out
-    // of the tree reads and rewrites.
-    constexpr std::size_t kSlotAhead = 8, kTaskAhead = 4, kLinksAhead = 2;
-    std::array<std::optional<std::uint64_t>, kSlotAhead> tickets;  // by index % kSlotAhead
-    auto load_slot = [&](std::size_t i) {
-        auto& ticket = tickets[i % kSlotAhead];
-        ticket.reset();
-        if (i >= entries.size() || entries[i].type != raft::EntryType::normal) return;
-        if (auto name = queue::peek_task_name(entries[i].data))
-            ticket = store_->prefetch_apply(name->queue, name->key);
-    };
-    auto load_task = [&](std::size_t i) {
-        if (i >= entries.size()) return;
-        if (const auto& ticket = tickets[i % kSlotAhead]) store_->prefetch_apply_task(*ticket);
-    };
-    auto load_links = [&](std::size_t i) {
-        if (i >= entries.size()) return;
-        if (const auto& ticket = tickets[i % kSlotAhead]) store_->prefetch_apply_links(*ticket);
-    };
-    for (std::size_t i = 0; i < std::min(kSlotAhead, entries.size()); ++i)
-        load_slot(i);
-    for (std::size_t i = 0; i < entries.size(); ++i) {
-        const auto& e = entries[i];
-        load_links(i + kLinksAhead);
-        load_task(i + kTaskAhead);  // its ticket was set kTaskAhead entries ago
-        load_slot(i + kSlotAhead);  // takes entry i's place, whose steps are all done
-        // Applied already: while the write was in flight, or by the planted defect above.
-        if (e.index <= applied_.index) continue;
-        apply_entry(e);
-        if (failed_) return wrote;
-        wrote = wrote || e.type == raft::EntryType::normal;
-    }
-    persist_applied_when_due();
-    if (replay_until_ != 0 && applied_.index >= replay_until_) {
-        spdlog::info("replayed the log tail after restart: applied index {}", applied_.index);
-        replay_until_ = 0;
-    }
-    return wrote;
-}
-
 void RaftShell::apply_while_writing() {
     // A leader would otherwise answer a batch its followers have acknowledged only once
     // its own next write is done (the commit reaches it inside that next Ready).
@@ -356,67 +304,6 @@ void RaftShell::end_fork() {
     if (!store_ || !store_->forked()) return;
     store_->rollback();
     if (hooks_.fork_ended) hooks_.fork_ended();
-}
-
-void RaftShell::apply_entry(const raft::Entry& e) {
-    end_fork();  // the log goes on from the committed state, never from a fork
-    applied_ = {e.index, e.term, std::max<raft::Millis>(applied_.time, e.time)};
-    // Proposals below this index that never reached it were overwritten by a new leader.
-    while (!proposals_.empty() && proposals_.front().first < e.index) {
-        Proposal p = std::move(proposals_.front().second);
-        proposals_.pop_front();
-        answer(p, Code::not_leader,
-               "leadership changed before this was committed; it was not applied");
-    }
-    std::optional<Proposal> mine;
-    if (!proposals_.empty() && proposals_.front().first == e.index) {
-        mine = std::move(proposals_.front().second);
-        proposals_.pop_front();
-    }
-    if (e.type != raft::EntryType::normal) {
-        // A new leader's no-op took the index of ours: ours is not in the log.
-        if (mine)
-            answer(*mine, Code::not_leader,
-                   "leadership changed before this was committed; it was not applied");
-        store_->advance(queue::Millis(applied_.time));
-        if (hooks_.on_apply) {
-            const std::size_t from = collect_changes();
-            hooks_.on_apply(e, nullptr, nullptr, std::span(unwritten_.changes).subspan(from));
-        }
-        // Our own term's first entry: everything before it is applied, so the replicated
-        // settings are known.
-        if (e.term == raft_->term() && is_leader() && hooks_.term_started) hooks_.term_started();
-        return;
-    }
-    apply_command(e, std::move(mine));
-}
-
-void RaftShell::apply_command(const raft::Entry& e, std::optional<Proposal> mine) {
-    auto cmd = queue::decode_command(e.data);
-    if (!cmd) return fail("log entry " + std::to_string(e.index) + " does not decode");
-    // Every replica applies at the entry's log time, so that all reach the same state.
-    const auto at = planted(raft::PlantedBug::lease_from_local_clock)
-                        ? queue::Millis(now_)
-                        : queue::Millis(applied_.time);
-    queue::Result result;
-    if (planted(raft::PlantedBug::merge_dropped) && std::holds_alternative<queue::Merge>(*cmd))
-        result.merge = queue::MergeOutcome::kept;
-    else
-        result = store_->apply(*cmd, at);
-    if (auto* merge = std::get_if<queue::Merge>(&*cmd); merge && hooks_.merged)
-        hooks_.merged(*merge, result);
-    // The observer sees each entry's changes; otherwise they are collected once per
-    // batch (persist_applied), which also writes a task changed twice only once.
-    if (hooks_.on_apply) {
-        const std::size_t from = collect_changes();
-        hooks_.on_apply(e, &*cmd, &result, std::span(unwritten_.changes).subspan(from));
-    }
-    if (!mine) return;
-    if (mine->term != e.term)
-        return answer(*mine, Code::not_leader,
-                      "leadership changed before this was committed; it was not applied");
-    Outcome o{Code::ok, {}, &*cmd, &result, e.index, e.term};
-    if (mine->done) mine->done(o);
 }
 
 std::size_t RaftShell::collect_changes() {

@@ -28,6 +28,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "queue/command.h"
 #include "queue/store.h"
@@ -184,9 +185,25 @@ class RaftShell {
     raft::Index written_prefix() const;
     // Applies entries in order; returns whether any was a command.
     bool apply_entries(const std::vector<raft::Entry>& entries);
+    // Makes batch_ the commands of entries[from...] up to the first entry that is not a
+    // command; returns how many (0 while the planted defect merge_dropped is on: it needs
+    // each entry alone).
+    std::size_t batch_run(const std::vector<raft::Entry>& entries, std::size_t from);
+    // Applies batch_ (from entries[from] on), each entry as apply_entry would; returns how
+    // many commands the store applied. Sets `wrote` if one was applied.
+    std::size_t apply_run(const std::vector<raft::Entry>& entries, std::size_t from, bool& wrote);
     void install_snapshot(raft::Ready& rd);
+    // One entry, by itself.
     void apply_entry(const raft::Entry& e);
+    // What applying an entry starts with: a fork ends, the applied position moves to it,
+    // and the proposals it overwrote are answered. Returns the proposal it carries, if
+    // it is a command.
+    std::optional<Proposal> begin_entry(const raft::Entry& e);
     void apply_command(const raft::Entry& e, std::optional<Proposal> mine);
+    // What follows the store's part: hooks, and the proposal's answer.
+    void finish_command(const raft::Entry& e, queue::Command& cmd, queue::Result& result,
+                        std::optional<Proposal> mine);
+    void finish_other(const raft::Entry& e);  // a no-op or a configuration entry
     void persist_applied(const raft::SnapshotMeta& trim = {});
     // persist_applied if state_write_entries or state_write_ms says it is time.
     void persist_applied_when_due();
@@ -213,6 +230,7 @@ class RaftShell {
     std::uint64_t inflight_ticket_ = 0;             // 0: nothing to wait for
     raft::SnapshotMeta applied_;                    // the last applied entry
     storage::AppliedState unwritten_;               // changes applied, not handed off yet
+    std::vector<queue::LoggedCommand> batch_;       // apply_entries' run, kept for its room
     std::uint64_t handed_index_ = 0;                // applied index last handed off
     std::int64_t handed_at_ = 0;                    // now_ when it was handed off
     raft::Index replay_until_ = 0;  // last entry on disk at start, until it is applied

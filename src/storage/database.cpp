@@ -1,13 +1,7 @@
 #include "storage/database.h"
-#include "storage/task_scan.h"
 
 #include <algorithm>
 #include <array>
-#include <chrono>
-#include <cstdlib>
-#include <deque>
-#include <map>
-#include <mutex>
 
 #include <rocksdb/convenience.h>
 #include <rocksdb/db.h>
@@ -16,31 +10,19 @@
 #include <rocksdb/options.h>
 #include <rocksdb/write_batch.h>
 
-#include "queue/store.h"
+#include "queue/store_loader.h"
 #include "storage/be64.h"
 #include "storage/crc32c.h"
+#include "storage/database_keys.h"
 #include "storage/flushed_applied.h"
 #include "storage/prezeroed_wal.h"
 #include "storage/sorted_flush_memtable.h"
 
 namespace dueq::storage {
+
+using namespace db;  // the column families and keys database_keys.h names
+
 namespace {
-
-enum Cf { kDefault = 0, kLog = 1, kMeta = 2, kTasks = 3, kOverlay = 4 };
-const char* const kCfNames[] = {"default", "log", "meta", "tasks", "overlay"};
-constexpr std::string_view kAppliedKey = "applied";
-constexpr std::string_view kStoreMetaKey = "store";
-constexpr std::string_view kHardStateKey = "hardstate";
-constexpr std::string_view kLogBaseKey = "logbase";
-
-std::string index_key(std::uint64_t index) {
-    std::string k;
-    put_be64(k, index);
-    return k;
-}
-rocksdb::Slice slice(std::string_view s) {
-    return rocksdb::Slice(s.data(), s.size());
-}
 
 std::string encode_meta3(std::uint64_t a, std::uint64_t b, std::uint64_t c) {
     std::string body;
@@ -58,9 +40,6 @@ void entry_head(const raft::Entry& e, std::string& head) {
     put_be64(head, e.time);
     head.push_back(char(e.type));
 }
-
-// Everything below the first task key's 2-byte queue length (queue names are < 64 KiB).
-constexpr std::string_view kTasksEnd = "\xff\xff\xff";
 
 }  // namespace
 
@@ -119,20 +98,16 @@ std::string task_key(std::string_view queue, std::string_view key) {
 }
 
 namespace {
-constexpr std::size_t kKeptSlabBytes = std::size_t{64} << 20;
-}  // namespace
 
-namespace {
+constexpr std::size_t kKeptSlabBytes = std::size_t{64} << 20;
 
 rocksdb::Env* prezeroed_wal_env() {
     static const std::unique_ptr<rocksdb::Env> env =
         rocksdb::NewCompositeEnv(prezeroed_wal_fs(rocksdb::FileSystem::Default()));
     return env.get();
 }
-}  // namespace
 
-std::unique_ptr<Database> Database::open(const std::string& path, bool sync, Status& status,
-                                         rocksdb::Env* env) {
+rocksdb::Options open_options(rocksdb::Env* env) {
     rocksdb::Options opts;
     // A test's environment (the power-cut file system) brings its own pre-zeroed WAL.
     opts.env = env ? env : prezeroed_wal_env();
@@ -155,12 +130,15 @@ std::unique_ptr<Database> Database::open(const std::string& path, bool sync, Sta
     // files (written without the WAL) is the state at one applied index: `tasks` and
     // meta/applied never come from two different moments.
     opts.atomic_flush = true;
-    std::unique_ptr<Database> d(new Database());
-    d->sync_ = sync;
-    d->flushed_applied_ = std::make_shared<FlushedApplied>(0, kCfNames[kMeta], kCfNames[kLog]);
-    opts.listeners.push_back(d->flushed_applied_);
+    return opts;
+}
+
+// The column families, with their options; the memtable factories of `log` and `tasks`
+// go to `memtables`.
+std::vector<rocksdb::ColumnFamilyDescriptor> column_families(
+    const rocksdb::Options& opts, const std::shared_ptr<FlushedApplied>& flushed_applied,
+    std::vector<std::shared_ptr<SortedFlushMemTableFactory>>& memtables) {
     std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
-    std::vector<std::shared_ptr<SortedFlushMemTableFactory>> memtables;
     for (const char* name : kCfNames) {
         cfs.emplace_back(name, rocksdb::ColumnFamilyOptions(opts));
         const std::string_view n = name;
@@ -173,9 +151,23 @@ std::unique_ptr<Database> Database::open(const std::string& path, bool sync, Sta
         // CPU (its flush thread) for a few seconds' worth of disk space.
         if (n == "log") {
             cfs.back().options.compression = rocksdb::kNoCompression;
-            cfs.back().options.compaction_filter_factory = log_flush_filter(d->flushed_applied_);
+            cfs.back().options.compaction_filter_factory = log_flush_filter(flushed_applied);
         }
     }
+    return cfs;
+}
+
+}  // namespace
+
+std::unique_ptr<Database> Database::open(const std::string& path, bool sync, Status& status,
+                                         rocksdb::Env* env) {
+    rocksdb::Options opts = open_options(env);
+    std::unique_ptr<Database> d(new Database());
+    d->sync_ = sync;
+    d->flushed_applied_ = std::make_shared<FlushedApplied>(0, kCfNames[kMeta], kCfNames[kLog]);
+    opts.listeners.push_back(d->flushed_applied_);
+    std::vector<std::shared_ptr<SortedFlushMemTableFactory>> memtables;
+    const auto cfs = column_families(opts, d->flushed_applied_, memtables);
     auto s = rocksdb::DB::Open(rocksdb::DBOptions(opts), path, cfs, &d->handles_, &d->db_);
     if (!s.ok()) {
         status = Status::error("cannot open RocksDB at " + path + ": " + s.ToString());
@@ -188,22 +180,26 @@ std::unique_ptr<Database> Database::open(const std::string& path, bool sync, Sta
     // Not before now, so that what a restart replayed is given back.
     for (auto& m : memtables)
         m->keep_freed_slabs(kKeptSlabBytes);
+    d->find_extent();
+    status = Status{};
+    return d;
+}
+
+void Database::find_extent() {
     {
         // Whatever meta/applied holds now is in files or in the WAL: durable.
         std::string value;
         std::uint64_t applied = 0;
-        if (d->db_->Get({}, d->handles_[kMeta], slice(kAppliedKey), &value).ok())
+        if (db_->Get({}, handles_[kMeta], slice(kAppliedKey), &value).ok())
             if (auto b = unseal(value, kAppliedKey); b && b->size() == 16) applied = get_be64(*b);
-        d->flushed_applied_->flushed(applied);
+        flushed_applied_->flushed(applied);
     }
     // Find the log's extent once; afterwards the writer keeps it.
-    std::unique_ptr<rocksdb::Iterator> it(d->db_->NewIterator({}, d->handles_[kLog]));
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator({}, handles_[kLog]));
     it->SeekToLast();
-    if (it->Valid()) d->last_log_index_ = get_be64(it->key().ToStringView());
+    if (it->Valid()) last_log_index_ = get_be64(it->key().ToStringView());
     it->SeekToFirst();
-    if (it->Valid()) d->first_log_index_ = get_be64(it->key().ToStringView());
-    status = Status{};
-    return d;
+    if (it->Valid()) first_log_index_ = get_be64(it->key().ToStringView());
 }
 
 Status Database::flush() {
@@ -239,128 +235,6 @@ Database::~Database() {
     delete db_;
 }
 
-std::uint64_t Database::raw_task_bytes() const {
-    // Uncompressed: what the records will take in memory, whatever the files take on disk.
-    std::uint64_t bytes = 0;
-    std::map<std::string, std::string> table;
-    if (db_->GetMapProperty(handles_[kTasks], rocksdb::DB::Properties::kAggregatedTableProperties,
-                            &table)) {
-        for (const char* name : {"raw_key_size", "raw_value_size"}) {
-            auto it = table.find(name);
-            if (it != table.end()) bytes += std::strtoull(it->second.c_str(), nullptr, 10);
-        }
-    }
-    std::uint64_t memtable = 0;
-    db_->GetIntProperty(handles_[kTasks], "rocksdb.cur-size-all-mem-tables", &memtable);
-    return std::min<std::uint64_t>(bytes + memtable, 1ull << 40);
-}
-
-Status Database::load(queue::Store& store, Loaded& out) {
-    out = Loaded{};
-    std::string value;
-    auto read_meta = [&](std::string_view key, std::size_t size, std::string_view& body) -> Status {
-        auto s = db_->Get({}, handles_[kMeta], slice(key), &value);
-        if (s.IsNotFound()) return Status{};
-        if (!s.ok()) return Status::error("reading meta/" + std::string(key) + ": " + s.ToString());
-        auto b = unseal(value, key);
-        if (!b || (size && b->size() != size))
-            return Status::error("corrupt record meta/" + std::string(key));
-        body = *b;
-        return Status{};
-    };
-    std::string_view body;
-    if (auto st = read_meta(kAppliedKey, 16, body); !st.ok) return st;
-    if (!body.empty()) {
-        out.applied_index = get_be64(body);
-        out.applied_time = std::int64_t(get_be64(body.substr(8)));
-    }
-    body = {};
-    if (auto st = read_meta(kHardStateKey, 24, body); !st.ok) return st;
-    if (!body.empty())
-        out.hard_state = {get_be64(body), get_be64(body.substr(8)), get_be64(body.substr(16))};
-    body = {};
-    if (auto st = read_meta(kLogBaseKey, 24, body); !st.ok) return st;
-    if (!body.empty())
-        out.base = {get_be64(body), get_be64(body.substr(8)),
-                    raft::Millis(get_be64(body.substr(16)))};
-    auto s = db_->Get({}, handles_[kMeta], slice(kStoreMetaKey), &value);
-    if (s.ok()) {
-        if (!load_store_meta(store, value)) return Status::error("corrupt record meta/store");
-    } else if (!s.IsNotFound()) {
-        return Status::error("reading meta/store: " + s.ToString());
-    }
-
-    // RocksDB's estimate counts overwritten records not compacted yet: trust it only so far.
-    std::uint64_t estimate = 0;
-    if (db_->GetIntProperty(handles_[kTasks], "rocksdb.estimate-num-keys", &estimate))
-        estimate = std::min<std::uint64_t>(estimate, 1'000'000'000);
-    store.begin_load(std::size_t(estimate), std::size_t(raw_task_bytes()));
-    ScanCalls calls;
-    calls.each = [&](std::string_view key, std::string_view body) {
-        auto qk = split_task_key(key);
-        return qk && store.load_task(qk->first, qk->second, body);
-    };
-    calls.ahead = [&](std::string_view key) {
-        if (auto qk = split_task_key(key)) store.prefetch_load(qk->first, qk->second);
-    };
-    calls.between_chunks = [&] { store.prefault_load(); };
-    using Clock = std::chrono::steady_clock;
-    const auto began = Clock::now();
-    auto scanned = scan_task_records(db_, handles_[kTasks], kTasksEnd, calls);
-    if (!scanned.ok) return scanned;
-    const auto read = Clock::now();
-    store.end_load();
-    auto ms = [](Clock::duration d) {
-        return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
-    };
-    out.tasks_read_ms = ms(read - began);
-    out.indexes_built_ms = ms(Clock::now() - read);
-
-    std::unique_ptr<rocksdb::Iterator> ov(db_->NewIterator({}, handles_[kOverlay]));
-    for (ov->SeekToFirst(); ov->Valid(); ov->Next()) {
-        const std::string_view k = ov->key().ToStringView();
-        auto body = unseal(ov->value().ToStringView(), k);
-        auto qk = split_task_key(k);
-        if (!body || !qk || !queue::decode_overlay_record(*body))
-            return Status::error("corrupt record in column family 'overlay'");
-        out.overlay.push_back(
-            {std::string(qk->first), std::string(qk->second), std::string(*body)});
-    }
-    if (!ov->status().ok()) return Status::error("reading overlay: " + ov->status().ToString());
-
-    std::unique_ptr<rocksdb::Iterator> log(db_->NewIterator({}, handles_[kLog]));
-    std::uint64_t expect = out.base.index + 1;
-    for (log->Seek(slice(index_key(expect))); log->Valid(); log->Next()) {
-        const std::string_view key = log->key().ToStringView();
-        auto e = decode_log_record(key, log->value().ToStringView());
-        if (!e)
-            return Status::error("corrupt log entry " +
-                                 std::to_string(key.size() == 8 ? get_be64(key) : expect));
-        if (e->index > expect && e->index <= out.applied_index) {
-            // A flush left out entries the applied state it carried covers, and no later
-            // write recorded the trim (flushed_applied.h): the log starts here.
-            out.base = {e->index, e->term, e->time};
-            out.entries.clear();
-            expect = e->index + 1;
-            continue;
-        }
-        if (e->index != expect)
-            return Status::error("log gap: expected entry " + std::to_string(expect) + ", found " +
-                                 std::to_string(e->index));
-        out.entries.push_back(std::move(*e));
-        ++expect;
-    }
-    if (!log->status().ok()) return Status::error("reading log: " + log->status().ToString());
-    if (out.applied_index < out.base.index)
-        return Status::error("applied index " + std::to_string(out.applied_index) +
-                             " is behind the log, which starts after " +
-                             std::to_string(out.base.index));
-    if (out.applied_index > out.base.index + out.entries.size())
-        return Status::error("applied index " + std::to_string(out.applied_index) +
-                             " is past the end of the log");
-    return Status{};
-}
-
 Status Database::write(const std::vector<LogWrite>& logs, const std::vector<AppliedState>& applied,
                        const std::vector<OverlayWrite>& overlay, Written* written) {
     // A batch far beyond the usual (a large applied state) does not keep its memory.
@@ -370,6 +244,32 @@ Status Database::write(const std::vector<LogWrite>& logs, const std::vector<Appl
             *b = std::make_unique<rocksdb::WriteBatch>();
     rocksdb::WriteBatch& batch = *batch_;
     batch.Clear();
+    bool sync = add_logs(batch, logs);
+    // The applied state goes in a batch of its own, without the WAL (FlushedApplied).
+    rocksdb::WriteBatch& states = *applied_batch_;
+    states.Clear();
+    const std::uint64_t applied_index = add_applied(states, applied);
+    trim_log(batch);
+    sync = add_overlay(batch, overlay) || sync;
+    rocksdb::WriteOptions wo;
+    wo.sync = sync_ && sync;
+    if (batch.Count() > 0 || wo.sync) {
+        auto s = db_->Write(wo, &batch);
+        if (!s.ok()) return Status::error("RocksDB write failed: " + s.ToString());
+    }
+    if (states.Count() > 0) {
+        rocksdb::WriteOptions unlogged;
+        unlogged.disableWAL = true;
+        auto s = db_->Write(unlogged, &states);
+        if (!s.ok()) return Status::error("RocksDB write failed: " + s.ToString());
+        flushed_applied_->written(db_->GetLatestSequenceNumber(), applied_index);
+        last_applied_written_ = applied_index;
+    }
+    if (written) *written = {batch.GetDataSize() + states.GetDataSize(), wo.sync};
+    return Status{};
+}
+
+bool Database::add_logs(rocksdb::WriteBatch& batch, const std::vector<LogWrite>& logs) {
     bool sync = false;
     for (const auto& w : logs) {
         sync = sync || w.sync;
@@ -393,9 +293,11 @@ Status Database::write(const std::vector<LogWrite>& logs, const std::vector<Appl
                       seal(encode_meta3(hs.term, hs.vote, hs.commit), kHardStateKey));
         }
     }
-    // The applied state goes in a batch of its own, without the WAL (FlushedApplied).
-    rocksdb::WriteBatch& states = *applied_batch_;
-    states.Clear();
+    return sync;
+}
+
+std::uint64_t Database::add_applied(rocksdb::WriteBatch& states,
+                                    const std::vector<AppliedState>& applied) {
     std::uint64_t applied_index = 0;
     std::string body;
     for (const auto& a : applied) {
@@ -414,7 +316,11 @@ Status Database::write(const std::vector<LogWrite>& logs, const std::vector<Appl
         applied_index = a.applied_index;
         if (a.trim.index > 0) flushed_applied_->trim_asked(a.trim);
     }
-    trim_log(batch);
+    return applied_index;
+}
+
+bool Database::add_overlay(rocksdb::WriteBatch& batch, const std::vector<OverlayWrite>& overlay) {
+    bool sync = false;
     for (const auto& o : overlay) {
         sync = sync || o.sync;
         for (const auto& c : o.changes) {
@@ -425,22 +331,7 @@ Status Database::write(const std::vector<LogWrite>& logs, const std::vector<Appl
                 batch.Delete(handles_[kOverlay], k);
         }
     }
-    rocksdb::WriteOptions wo;
-    wo.sync = sync_ && sync;
-    if (batch.Count() > 0 || wo.sync) {
-        auto s = db_->Write(wo, &batch);
-        if (!s.ok()) return Status::error("RocksDB write failed: " + s.ToString());
-    }
-    if (states.Count() > 0) {
-        rocksdb::WriteOptions unlogged;
-        unlogged.disableWAL = true;
-        auto s = db_->Write(unlogged, &states);
-        if (!s.ok()) return Status::error("RocksDB write failed: " + s.ToString());
-        flushed_applied_->written(db_->GetLatestSequenceNumber(), applied_index);
-        last_applied_written_ = applied_index;
-    }
-    if (written) *written = {batch.GetDataSize() + states.GetDataSize(), wo.sync};
-    return Status{};
+    return sync;
 }
 
 // A restart replays the log from the applied state in files, so the log is trimmed only
@@ -567,15 +458,25 @@ std::optional<std::pair<std::string_view, std::string_view>> split_task_key(std:
     return std::pair(k.substr(2, qlen), k.substr(2 + qlen));
 }
 
-bool load_task_record(queue::Store& store, std::string_view k, std::string_view sealed) {
+bool load_task_record(queue::Store::Loader& loader, std::string_view k, std::string_view sealed) {
     auto qk = split_task_key(k);
     auto body = unseal(sealed, k);
-    return qk && body && store.load_task(qk->first, qk->second, *body);
+    return qk && body && loader.task(qk->first, qk->second, *body);
+}
+
+bool load_task_record(queue::Store& store, std::string_view k, std::string_view sealed) {
+    queue::Store::Loader loader(store);
+    return load_task_record(loader, k, sealed);
+}
+
+bool load_store_meta(queue::Store::Loader& loader, std::string_view sealed) {
+    auto body = unseal(sealed, kStoreMetaKey);
+    return body && (body->empty() || loader.meta(*body));
 }
 
 bool load_store_meta(queue::Store& store, std::string_view sealed) {
-    auto body = unseal(sealed, kStoreMetaKey);
-    return body && (body->empty() || store.load_meta(*body));
+    queue::Store::Loader loader(store);
+    return load_store_meta(loader, sealed);
 }
 
 std::string seal_store_meta(std::string_view body) {

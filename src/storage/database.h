@@ -24,6 +24,7 @@
 #include <string_view>
 #include <vector>
 
+#include "queue/store.h"
 #include "raft/types.h"
 #include "storage/writes.h"
 
@@ -35,10 +36,6 @@ class ColumnFamilyHandle;
 class Iterator;
 class Snapshot;
 }  // namespace rocksdb
-
-namespace dueq::queue {
-class Store;
-}
 
 namespace dueq::storage {
 
@@ -148,6 +145,23 @@ class Database {
     std::shared_ptr<FlushedApplied> flushed_applied_;
     std::uint64_t last_applied_written_ = 0;
     void trim_log(rocksdb::WriteBatch& batch);
+    // The parts of write(): each adds to a batch; add_logs and add_overlay return whether
+    // a write asked to be synced, add_applied the last applied index.
+    bool add_logs(rocksdb::WriteBatch& batch, const std::vector<LogWrite>& logs);
+    std::uint64_t add_applied(rocksdb::WriteBatch& states,
+                              const std::vector<AppliedState>& applied);
+    bool add_overlay(rocksdb::WriteBatch& batch, const std::vector<OverlayWrite>& overlay);
+    // After open: what of the applied state is durable, and where the log starts and ends.
+    void find_extent();
+    // The parts of load(), in order.
+    Status load_positions(Loaded& out) const;  // applied index, hard state, log base
+    Status load_tasks(queue::Store& store, Loaded& out) const;
+    Status load_overlay(Loaded& out) const;
+    Status load_log(Loaded& out) const;
+    // meta/`key` into `value`, its body (of `size` bytes, if not 0) into `body`: empty if
+    // there is no such record.
+    Status read_meta(std::string_view key, std::size_t size, std::string& value,
+                     std::string_view& body) const;
 };
 
 // Record encoding, exposed for tests: CRC-32C (4 bytes, big-endian) + body. The CRC
@@ -162,9 +176,12 @@ std::optional<std::pair<std::string_view, std::string_view>> split_task_key(std:
 // term, be64 time, u8 type, data); nullopt if the key is not 8 bytes, the checksum does
 // not match, the body is short or the entry type is unknown.
 std::optional<raft::Entry> decode_log_record(std::string_view key, std::string_view value);
-// Loads one sealed tasks record into `store`; false if it is corrupt.
+// Loads one sealed tasks record; false if it is corrupt. With a store rather than a
+// Loader, the record is in the store's indexes on return.
+bool load_task_record(queue::Store::Loader& loader, std::string_view key, std::string_view sealed);
 bool load_task_record(queue::Store& store, std::string_view key, std::string_view sealed);
 // Loads a sealed meta/store record; false if it is corrupt.
+bool load_store_meta(queue::Store::Loader& loader, std::string_view sealed);
 bool load_store_meta(queue::Store& store, std::string_view sealed);
 // Seals a store-meta body the way the meta column family holds it.
 std::string seal_store_meta(std::string_view body);

@@ -117,7 +117,6 @@ Status read_records(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* cf, std::strin
 
 Status scan_task_records(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* cf, std::string_view end,
                          const ScanCalls& calls) {
-    constexpr std::size_t kAhead = 8;  // records: enough to cover a memory access
     Handoff handoff;
     std::thread reader(
         [&] { handoff.finish(read_records(db, cf, end, handoff, calls.between_chunks)); });
@@ -135,13 +134,13 @@ Status scan_task_records(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* cf, std::
             at += std::size_t(sizes[0]) + sizes[1];
         }
         for (std::size_t i = 0; i < records.size(); ++i) {
-            if (calls.ahead && i + kAhead < records.size()) calls.ahead(records[i + kAhead].first);
             const auto body = unseal(records[i].second, records[i].first);
             if (!body || !calls.each(records[i].first, *body)) {
                 corrupt = true;
                 break;
             }
         }
+        if (!corrupt && calls.chunk_done && !calls.chunk_done()) corrupt = true;
         handoff.give_back(chunk);
     }
     handoff.stop();

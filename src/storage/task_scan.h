@@ -26,14 +26,13 @@ inline constexpr std::size_t kScanChunkBytes = 1 << 20;
 inline constexpr std::size_t kScanChunks = 4;
 
 // Calls `each(key, body)` on this thread for every record of `cf` below `end`, in key
-// order, with the record's body once its CRC checked out. Stops at the first record whose
-// CRC fails, or when `each` returns false; either is a corrupt record, and the answer says
-// so.
+// order, with the record's body once its CRC checked out, a chunk of records at a time,
+// and `chunk_done()` after each chunk: until then the views `each` was given stay valid.
+// Stops at the first record whose CRC fails, or when `each` or `chunk_done` returns
+// false; either is a corrupt record, and the answer says so.
 struct ScanCalls {
     std::function<bool(std::string_view key, std::string_view body)> each;
-    // On this thread, a few records before each(key, ...): to start loading what each
-    // will need.
-    std::function<void(std::string_view key)> ahead;
+    std::function<bool()> chunk_done;
     // On the reading thread, after it hands over a chunk, when it is ahead of the loader.
     std::function<void()> between_chunks;
 };

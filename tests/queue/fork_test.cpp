@@ -7,6 +7,7 @@
 #include <random>
 
 #include "queue/store.h"
+#include "queue/store_loader.h"
 
 using namespace dueq::queue;
 
@@ -39,9 +40,9 @@ void drain(Store& s) {
 // A second replica with the same state (as a snapshot would give it).
 std::unique_ptr<Store> copy_of(const Store& s) {
     auto c = std::make_unique<Store>(kApplyLimits);
-    REQUIRE(c->load_meta(s.encode_meta()));
+    REQUIRE(Store::Loader(*c).meta(s.encode_meta()));
     s.for_each_task([&](std::string_view q, std::string_view k, std::string_view enc) {
-        REQUIRE(c->load_task(q, k, enc));
+        REQUIRE(Store::Loader(*c).task(q, k, enc));
     });
     return c;
 }
@@ -331,7 +332,7 @@ TEST_CASE("merges match a naive last-writer-wins reference over random histories
             std::optional<TaskView> theirs;
             if (r.task) {
                 Store one(kApplyLimits);
-                REQUIRE(one.load_task("auto", key, *r.task));
+                REQUIRE(Store::Loader(one).task("auto", key, *r.task));
                 one.advance(at);  // a lease that ran out by the merge ends with it
                 theirs = one.get("auto", key);
             }

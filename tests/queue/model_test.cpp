@@ -10,6 +10,7 @@
 #include "model.h"
 #include "queue/command_codec.h"
 #include "queue/store.h"
+#include "queue/store_loader.h"
 
 using namespace dueq::queue;
 
@@ -221,10 +222,10 @@ void compare_all(const Store& s, const model::Model& m, const Generator& g, Mill
 // The defaults travel in the meta record, as in a real restart.
 std::unique_ptr<Store> restart(const Store& from, const Image& image, const QueueSettings& d) {
     auto s = std::make_unique<Store>();
-    REQUIRE(s->load_meta(from.encode_meta()));
+    REQUIRE(Store::Loader(*s).meta(from.encode_meta()));
     REQUIRE(s->default_settings() == d);
     for (const auto& [qk, enc] : image)
-        REQUIRE(s->load_task(qk.first, qk.second, enc));
+        REQUIRE(Store::Loader(*s).task(qk.first, qk.second, enc));
     return s;
 }
 

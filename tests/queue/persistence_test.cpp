@@ -1,4 +1,4 @@
-// Persistence hooks: what drain_changes reports, and that load_meta + load_task rebuild a
+// Persistence hooks: what drain_changes reports, and that a Loader's meta + task rebuild a
 // store that then behaves exactly like the one that never restarted.
 #include <catch2/catch.hpp>
 
@@ -12,6 +12,7 @@
 #include <msgpack.hpp>
 
 #include "queue/store.h"
+#include "queue/store_loader.h"
 
 using namespace dueq::queue;
 
@@ -40,16 +41,20 @@ Records records_of(const Store& from) {
     return out;
 }
 
-// A store rebuilt from a meta record and task records, as a restart does; `bulk`: between
-// begin_load and end_load.
+// A store rebuilt from a meta record and task records, as a restart does; `bulk`: by one
+// Loader, else one Loader per record (each in the indexes before the next).
 std::unique_ptr<Store> load_records(const std::string& meta, const Records& records,
                                     bool bulk = false) {
     auto s = std::make_unique<Store>();
-    REQUIRE(s->load_meta(meta));
-    if (bulk) s->begin_load(records.size());
-    for (const auto& [q, k, enc] : records)
-        REQUIRE(s->load_task(q, k, enc));
-    if (bulk) s->end_load();
+    REQUIRE(Store::Loader(*s).meta(meta));
+    if (bulk) {
+        Store::Loader load(*s, records.size());
+        for (const auto& [q, k, enc] : records)
+            REQUIRE(load.task(q, k, enc));
+    } else {
+        for (const auto& [q, k, enc] : records)
+            REQUIRE(Store::Loader(*s).task(q, k, enc));
+    }
     return s;
 }
 
@@ -207,32 +212,32 @@ TEST_CASE("records that do not decode are refused", "[queue][persist]") {
     REQUIRE_FALSE(task.empty());
 
     Store t;
-    CHECK_FALSE(t.load_meta(""));
-    CHECK_FALSE(t.load_meta("garbage"));
-    CHECK_FALSE(t.load_meta(meta.substr(0, meta.size() - 1)));
+    CHECK_FALSE(Store::Loader(t).meta(""));
+    CHECK_FALSE(Store::Loader(t).meta("garbage"));
+    CHECK_FALSE(Store::Loader(t).meta(meta.substr(0, meta.size() - 1)));
     CHECK(t.queue_names().empty());
-    CHECK_FALSE(t.load_task("q", "a", ""));
-    CHECK_FALSE(t.load_task("q", "a", task.substr(0, task.size() - 1)));
-    CHECK_FALSE(t.load_task("q", "a", task + "x"));
-    CHECK_FALSE(t.load_task("q", "", task));
-    CHECK_FALSE(t.load_task("", "a", task));
+    CHECK_FALSE(Store::Loader(t).task("q", "a", ""));
+    CHECK_FALSE(Store::Loader(t).task("q", "a", task.substr(0, task.size() - 1)));
+    CHECK_FALSE(Store::Loader(t).task("q", "a", task + "x"));
+    CHECK_FALSE(Store::Loader(t).task("q", "", task));
+    CHECK_FALSE(Store::Loader(t).task("", "a", task));
     std::string newer = task;
     newer[1] = 2;  // the format byte after the array header
-    CHECK_FALSE(t.load_task("q", "a", newer));
+    CHECK_FALSE(Store::Loader(t).task("q", "a", newer));
     CHECK(t.task_count() == 0);
     // Records carry no checksum of their own (storage checksums them); what is checked
     // here is that no prefix and no broken type byte gets through.
     for (std::size_t n = 0; n < task.size(); ++n)
-        CHECK_FALSE(t.load_task("q", "a", task.substr(0, n)));
+        CHECK_FALSE(Store::Loader(t).task("q", "a", task.substr(0, n)));
     for (std::size_t i : {0, 1, 2, 3}) {
         std::string c = task;
         c[i] = '\xc1';
-        CHECK_FALSE(t.load_task("q", "a", c));
+        CHECK_FALSE(Store::Loader(t).task("q", "a", c));
     }
-    CHECK(t.load_meta(meta));
-    CHECK(t.load_task("q", "a", task));
+    CHECK(Store::Loader(t).meta(meta));
+    CHECK(Store::Loader(t).task("q", "a", task));
     CHECK(t.get("q", "a")->payload == "p");
-    CHECK(t.load_task("q", "a", task));  // loading a key twice replaces it
+    CHECK(Store::Loader(t).task("q", "a", task));  // loading a key twice replaces it
     CHECK(t.task_count() == 1);
 }
 
@@ -269,14 +274,14 @@ TEST_CASE("times beyond what a task record holds are clamped or refused", "[queu
     const std::int64_t kLargest = (std::int64_t{1} << 47) - 1;
     for (std::size_t field : {2, 3}) {  // time, aux
         Store t;
-        CHECK(t.load_task("q", "a", with_time(field, kLargest)));
-        CHECK(t.load_task("q", "a", with_time(field, -kLargest)));
-        CHECK_FALSE(t.load_task("q", "a", with_time(field, kLargest + 1)));
-        CHECK_FALSE(t.load_task("q", "a", with_time(field, -kLargest - 1)));
-        CHECK_FALSE(t.load_task("q", "a", with_time(field, INT64_MAX)));
+        CHECK(Store::Loader(t).task("q", "a", with_time(field, kLargest)));
+        CHECK(Store::Loader(t).task("q", "a", with_time(field, -kLargest)));
+        CHECK_FALSE(Store::Loader(t).task("q", "a", with_time(field, kLargest + 1)));
+        CHECK_FALSE(Store::Loader(t).task("q", "a", with_time(field, -kLargest - 1)));
+        CHECK_FALSE(Store::Loader(t).task("q", "a", with_time(field, INT64_MAX)));
     }
     Store t;
-    REQUIRE(t.load_task("q", "a", with_time(2, kLargest)));
+    REQUIRE(Store::Loader(t).task("q", "a", with_time(2, kLargest)));
     CHECK(t.get("q", "a")->time == kLargest);
 
     // A meta written before log times were clamped may carry a later store time.
@@ -287,7 +292,7 @@ TEST_CASE("times beyond what a task record holds are clamped or refused", "[queu
     msgpack::sbuffer mb;
     msgpack::pack(mb, meta);
     Store m;
-    REQUIRE(m.load_meta(std::string(mb.data(), mb.size())));
+    REQUIRE(Store::Loader(m).meta(std::string(mb.data(), mb.size())));
     REQUIRE(m.apply(Put{"q", "c", "p"}, T0).ok());
     CHECK(m.get("q", "c")->time == kMaxTime);
 }
@@ -321,19 +326,20 @@ TEST_CASE("a meta record whose late_share Declare would refuse is refused", "[qu
         p.pack_bin_body(b, sizeof b);
     };
     Store s;
-    CHECK_FALSE(s.load_meta(meta([](auto& p) { p.pack_float(1e19f); })));
-    CHECK_FALSE(s.load_meta(meta([](auto& p) { p.pack_double(1e19); })));
-    CHECK_FALSE(s.load_meta(meta([&](auto& p) { raw_float(p, 18446744073709551616.0f); })));
-    CHECK_FALSE(s.load_meta(meta([](auto& p) { p.pack_double(std::nan("")); })));
-    CHECK_FALSE(s.load_meta(meta([](auto& p) { p.pack_double(-0.5); })));
+    CHECK_FALSE(Store::Loader(s).meta(meta([](auto& p) { p.pack_float(1e19f); })));
+    CHECK_FALSE(Store::Loader(s).meta(meta([](auto& p) { p.pack_double(1e19); })));
+    CHECK_FALSE(
+        Store::Loader(s).meta(meta([&](auto& p) { raw_float(p, 18446744073709551616.0f); })));
+    CHECK_FALSE(Store::Loader(s).meta(meta([](auto& p) { p.pack_double(std::nan("")); })));
+    CHECK_FALSE(Store::Loader(s).meta(meta([](auto& p) { p.pack_double(-0.5); })));
     CHECK(s.queue_names().empty());
-    REQUIRE(s.load_meta(meta([](auto& p) { p.pack_double(1.0); })));
-    REQUIRE(s.load_meta(meta([](auto& p) { p.pack_double(0.25); })));
+    REQUIRE(Store::Loader(s).meta(meta([](auto& p) { p.pack_double(1.0); })));
+    REQUIRE(Store::Loader(s).meta(meta([](auto& p) { p.pack_double(0.25); })));
     auto t = reload(s);
     CHECK(t->encode_meta() == s.encode_meta());
 }
 
-TEST_CASE("a bulk load (begin_load/end_load) rebuilds the same store in any record order",
+TEST_CASE("a bulk load (one Loader) rebuilds the same store in any record order",
           "[queue][persist]") {
     // Many ties on time (the trees then order by key), every tree in use, tombstones.
     Store s;

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "queue/store.h"
+#include "queue/store_loader.h"
 
 using namespace dueq::queue;
 
@@ -133,7 +134,7 @@ TEST_CASE("declared defaults survive the store meta record", "[queue]") {
     REQUIRE(s.apply(base, T0).ok());
     REQUIRE(s.apply(Put{"q", "k", "p"}, T0).ok());
     Store t;
-    REQUIRE(t.load_meta(s.encode_meta()));
+    REQUIRE(Store::Loader(t).meta(s.encode_meta()));
     CHECK(t.default_settings() == s.default_settings());
     CHECK(t.settings("q").retention_ms == 5);
 }

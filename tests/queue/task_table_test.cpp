@@ -11,12 +11,14 @@
 
 using dueq::queue::detail::Task;
 using dueq::queue::detail::TaskArena;
+using dueq::queue::detail::TaskRegion;
 using dueq::queue::detail::TaskTable;
 
 namespace {
 
 struct Model {
-    TaskArena arena;
+    TaskRegion region;
+    TaskArena arena{region};
     TaskTable table;
     std::map<std::pair<std::uint16_t, std::string>, Task*> tasks;
     std::size_t ops_while_growing = 0;
@@ -82,7 +84,8 @@ TEST_CASE("the task table agrees with a map through growths under way") {
 }
 
 TEST_CASE("a growth moves its entries a few slots per insert, not all at once") {
-    TaskArena arena;
+    TaskRegion region;
+    TaskArena arena(region);
     TaskTable table;
     std::vector<Task*> tasks;
     std::size_t longest_growth = 0, growth = 0, growths = 0;
@@ -109,7 +112,8 @@ TEST_CASE("a growth moves its entries a few slots per insert, not all at once") 
 }
 
 TEST_CASE("lookups alone finish a growth that inserts started") {
-    TaskArena arena;
+    TaskRegion region;
+    TaskArena arena(region);
     TaskTable table;
     std::vector<Task*> tasks;
     while (tasks.size() < 1000 || !table.growing()) {

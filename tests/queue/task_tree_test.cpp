@@ -1,11 +1,12 @@
 // The tree that links tasks by 32-bit references, against a std::multiset of the same
-// (time, key) pairs; the region it takes its memory from; and records too large for the
-// arena's small blocks, which keep their key and payload outside the region.
+// (time, key) pairs; the region (one per store) it takes its memory from; and records too
+// large for the arena's small blocks, which keep their key and payload outside the region.
 #include <catch2/catch.hpp>
 
 #include <cstdio>
 
 #include <cmath>
+#include <memory>
 #include <random>
 #include <set>
 #include <string>
@@ -19,9 +20,9 @@
 using dueq::queue::Millis;
 using dueq::queue::detail::Task;
 using dueq::queue::detail::TaskArena;
+using dueq::queue::detail::TaskRegion;
 using dueq::queue::detail::TimeProbe;
 using dueq::queue::detail::TimeTree;
-namespace region = dueq::queue::detail::region;
 
 namespace {
 
@@ -39,8 +40,9 @@ std::vector<Entry> contents(const TimeTree& tree) {
 }
 
 struct Model {
-    TaskArena arena;
-    TimeTree tree;
+    TaskRegion region;
+    TaskArena arena{region};
+    TimeTree tree{region};
     std::multiset<Entry> expected;
     std::vector<Task*> live;
 
@@ -192,7 +194,8 @@ TEST_CASE("a hinted insert at the end goes where an unhinted one would") {
 }
 
 TEST_CASE("a task record keeps its times, counters and bytes in a 48-byte header") {
-    TaskArena arena;
+    TaskRegion region;
+    TaskArena arena(region);
     Task* t = Task::create(arena, 7, "key", "payload");
     const Millis far = dueq::queue::detail::kMaxStoredTime;
     t->time = far;
@@ -214,8 +217,9 @@ TEST_CASE("a task record keeps its times, counters and bytes in a 48-byte header
 }
 
 TEST_CASE("records too large for a small block keep key and payload outside the region") {
-    TaskArena arena;
-    TimeTree tree;
+    TaskRegion region;
+    TaskArena arena(region);
+    TimeTree tree(region);
     std::vector<Task*> tasks;
     // A 16-byte key: a record of 48 + 16 + 960 bytes is the largest that stays inline.
     const std::pair<std::size_t, bool> cases[] = {{0, false},
@@ -252,26 +256,51 @@ TEST_CASE("records too large for a small block keep key and payload outside the 
 
 TEST_CASE("the region hands slabs out aligned and takes them back for reuse") {
     constexpr std::size_t kSlab = 256 * 1024;
-    char* a = region::take_slab(kSlab);
+    TaskRegion region;
+    CHECK(region.reserved_bytes() == 0);  // nothing reserved before the first slab
+    char* a = region.take_slab(kSlab);
     REQUIRE(reinterpret_cast<std::uintptr_t>(a) % kSlab == 0);
-    // Reference 0 means no node: no slab may start at the region's base.
-    CHECK(region::ref_of(a) != 0);
-    CHECK(region::at(region::ref_of(a + 8)) == a + 8);
-    CHECK(region::ref_of(nullptr) == 0);
-    CHECK(region::at(0) == nullptr);
+    CHECK(region.holds(a));
+    // Reference 0 means no node: no slab may start where references count from.
+    CHECK(TaskRegion::ref_of(a) != 0);
+    CHECK(TaskRegion::at(a, TaskRegion::ref_of(a + 8)) == a + 8);
+    CHECK(TaskRegion::at(a + kSlab - 8, TaskRegion::ref_of(a)) == a);
+    CHECK(TaskRegion::ref_of(nullptr) == 0);
+    CHECK(TaskRegion::at(a, 0) == nullptr);
     a[0] = 1;
     a[kSlab - 1] = 2;
-    const std::size_t in_use = region::slab_bytes_in_use();
-    region::give_slab(a, kSlab);
-    CHECK(region::slab_bytes_in_use() == in_use - kSlab);
-    char* b = region::take_slab(kSlab);
+    const std::size_t in_use = region.slab_bytes_in_use();
+    region.give_slab(a, kSlab);
+    CHECK(region.slab_bytes_in_use() == in_use - kSlab);
+    char* b = region.take_slab(kSlab);
     CHECK(b == a);
     CHECK(b[0] == 0);  // emptied when given back
-    region::give_slab(b, kSlab);
-    CHECK(region::reserved_bytes() <= region::kMaxBytes);
+    region.give_slab(b, kSlab);
+    CHECK(region.reserved_bytes() > 0);
+    CHECK(region.reserved_bytes() <= TaskRegion::kMaxBytes);
 }
 
-TEST_CASE("stores on several threads share the region") {
+TEST_CASE("each region is its own range, and gives it back when destroyed") {
+    constexpr std::size_t kSlab = 64 * 1024;
+    auto one = std::make_unique<TaskRegion>();
+    TaskRegion two;
+    char* a = one->take_slab(kSlab);
+    char* b = two.take_slab(kSlab);
+    CHECK(one->holds(a));
+    CHECK(!one->holds(b));
+    CHECK(two.holds(b));
+    CHECK(!two.holds(a));
+    // A reference is read back in its own region, whichever block that is.
+    CHECK(TaskRegion::at(b, TaskRegion::ref_of(b + 64)) == b + 64);
+    // Many regions one after another (a simulator's stores) reuse the address space.
+    one.reset();
+    for (int i = 0; i < 2000; ++i) {
+        TaskRegion r;
+        r.take_node();
+    }
+}
+
+TEST_CASE("stores on several threads, each with its own region") {
     auto work = [](int seed) {
         std::mt19937_64 rng(seed);
         Model m;

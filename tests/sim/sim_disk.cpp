@@ -1,12 +1,17 @@
 #include "sim/sim_disk.h"
 
+#include "queue/store_loader.h"
+
 namespace dueq::sim {
 
 std::unique_ptr<queue::Store> StoreImage::load() const {
     auto store = std::make_unique<queue::Store>(queue::kApplyLimits);
-    if (!store_meta.empty() && !store->load_meta(store_meta)) return nullptr;
-    for (const auto& [qk, encoded] : tasks)
-        if (!store->load_task(qk.first, qk.second, encoded)) return nullptr;
+    {
+        queue::Store::Loader loader(*store, tasks.size());
+        if (!store_meta.empty() && !loader.meta(store_meta)) return nullptr;
+        for (const auto& [qk, encoded] : tasks)
+            if (!loader.task(qk.first, qk.second, encoded)) return nullptr;
+    }
     store->drain_changes([](auto, auto, const auto&) {});
     return store;
 }
