@@ -1,6 +1,6 @@
 // The node's RocksDB: the Raft log and hard state, and the applied task state.
 //
-// Column families (docs/replication.md): `log` (index -> term, log time, type, data), `meta` (hard
+// Column families (docs/internals/replication.md): `log` (index -> term, log time, type, data), `meta` (hard
 // state, applied index, log base, store-wide state), `tasks` ((queue, key) -> encoded
 // task), `overlay` (an autonomous node's writes not merged yet, docs/autonomy.md: (queue,
 // key) -> queue::encode_overlay_record). Every value starts with a CRC-32C of
