@@ -33,6 +33,7 @@ OTHER_CONTRACTS = {
     "raft/raft.cpp": ("Raft role words", {"leader"}),
     "storage/database.cpp": ("RocksDB column family and property names",
                              {"tasks", "overlay"}),
+    "storage/database_keys.h": ("RocksDB column family names", {"tasks", "overlay"}),
 }
 
 
