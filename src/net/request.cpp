@@ -108,12 +108,9 @@ std::optional<Fail> read_field(const wire::RequestField& spec, const wire::MsgVa
             out = *u;
             break;
         }
-        case FieldType::boolean: {
-            auto b = v.as_bool();
-            if (!b) return bad("a boolean");
-            out = *b;
-            break;
-        }
+        case FieldType::boolean:
+            if (auto b = v.as_bool()) return out = *b, std::nullopt;
+            return bad("a boolean");
         case FieldType::share: {
             auto d = v.as_number();
             if (!d || !std::isfinite(*d) || *d < 0 || *d > 1) return bad("a number in 0..1");
@@ -127,12 +124,9 @@ std::optional<Fail> read_field(const wire::RequestField& spec, const wire::MsgVa
             out = Word{std::size_t(it - spec.words.begin())};
             break;
         }
-        case FieldType::text: {
-            auto s = v.as_str();
-            if (!s) return bad("a string");
-            out = *s;
-            break;
-        }
+        case FieldType::text:
+            if (auto s = v.as_str()) return out = *s, std::nullopt;
+            return bad("a string");
     }
     return std::nullopt;
 }
