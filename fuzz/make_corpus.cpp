@@ -1,7 +1,7 @@
 // Writes the seed corpora of the fuzz targets, fuzz/corpus/<target>/<seed>, with the
 // project's own encoders, so every seed is a valid input of today's formats and the
 // fuzzer starts from deep inside each decoder. Deterministic: the same code writes the
-// same files. Run it again when a format changes (tools/fuzz/run.sh --make-corpus).
+// same files. Run it again when a format changes (fuzz/run.sh --make-corpus).
 #include <cstdio>
 #include <filesystem>
 #include <fstream>

@@ -9,8 +9,8 @@ packages=(
   libboost-dev libboost-system-dev
   libmsgpack-cxx-dev librocksdb-dev libspdlog-dev
   libssl-dev catch2 libtomlplusplus-dev libcli11-dev nlohmann-json3-dev
-  python3 faketime  # tools/chaos: the harness and checker, and clock jumps (libfaketime)
-  clang-16 libclang-rt-16-dev  # the sanitizer and fuzz passes of scripts/test.sh, tools/fuzz/run.sh
+  python3 faketime  # testing/chaos: the harness and checker, and clock jumps (libfaketime)
+  clang-16 libclang-rt-16-dev  # the sanitizer and fuzz passes of scripts/test.sh, fuzz/run.sh
   llvm-16  # llvm-symbolizer-16: file and line in the sanitizer reports of clang builds
   prometheus chromium  # tests/admin: a real Prometheus scrapes /metrics, headless Chromium renders /
 )

@@ -1,4 +1,4 @@
-# Shell helpers shared by scripts/ and tools/. Source it: . scripts/lib.sh
+# Shell helpers shared by scripts/, testing/ and measure/. Source it: . scripts/lib.sh
 
 # start_dueqd BINARY OUT LOG [ARGS...]
 # Starts BINARY (a dueqd) with ARGS in the background, its stdout to OUT and its stderr

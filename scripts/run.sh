@@ -31,13 +31,13 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 for n in "${nodes[@]}"; do
-  start_dueqd "$bin/src/node/dueqd" "$logs/$n.out" "$logs/$n.log" \
+  start_dueqd "$bin/cmd/dueqd/dueqd" "$logs/$n.out" "$logs/$n.log" \
     --config "config/cluster-loopback/$n.toml"
   pids+=("$dueqd_pid")
   echo "demo: $n running as pid $dueqd_pid on 127.0.0.1:$dueqd_port (log: $logs/$n.log)"
 done
 
-ctl() { "$bin/tools/dueqctl/dueqctl" --addr "$addrs" "$@"; }
+ctl() { "$bin/cmd/dueqctl/dueqctl" --addr "$addrs" "$@"; }
 
 ctl status --wait-leader 20s >/dev/null || {
   echo "demo: no leader after 20 s; the ends of the logs:" >&2
@@ -55,7 +55,7 @@ for i in $(seq 1 "$tokens"); do
 done
 ctl status
 ctl stats tokens
-echo "demo: from another terminal: export DUEQ_ADDR=$addrs; $bin/tools/dueqctl/dueqctl status"
+echo "demo: from another terminal: export DUEQ_ADDR=$addrs; $bin/cmd/dueqctl/dueqctl status"
 echo "demo: the dashboard: http://127.0.0.1:7901/ (also 7902, 7903; /metrics, /health, /status; docs/admin.md)"
 
 echo "demo: starting the refresher (builtin refresh: new token, expiry = now + 90s)"

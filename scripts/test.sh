@@ -9,7 +9,7 @@
 #   scripts/test.sh              everything
 #   scripts/test.sh -L unit      only tests labelled unit (ctest arguments pass through)
 #   DUEQ_SANITIZE_TESTS=0 scripts/test.sh   skip the sanitizer pass
-#   DUEQ_FUZZ_TESTS=0 scripts/test.sh       skip the fuzz pass (long runs: tools/fuzz/run.sh)
+#   DUEQ_FUZZ_TESTS=0 scripts/test.sh       skip the fuzz pass (long runs: fuzz/run.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
@@ -29,6 +29,6 @@ if [ "${DUEQ_SANITIZE_TESTS:-1}" = 1 ]; then
 fi
 if [ "${DUEQ_FUZZ_TESTS:-1}" = 1 ]; then
   echo "== fuzz pass (libFuzzer: every target of fuzz/, short runs) =="
-  bash tools/fuzz/run.sh --build-only
+  bash fuzz/run.sh --build-only
   (cd build-fuzz && ctest --output-on-failure --timeout 900 -L fuzz "$@")
 fi

@@ -33,20 +33,20 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 for n in "${nodes[@]}"; do
-  start_dueqd "$bin/src/node/dueqd" "$logs/$n.out" "$logs/$n.log" --config "config/two-shards/$n.toml"
+  start_dueqd "$bin/cmd/dueqd/dueqd" "$logs/$n.out" "$logs/$n.log" --config "config/two-shards/$n.toml"
   pids+=("$dueqd_pid")
   echo "two-shards: $n running as pid $dueqd_pid on 127.0.0.1:$dueqd_port"
 done
 i=0
 for p in "${proxies[@]}"; do
   i=$((i + 1))
-  start_dueqd "$bin/src/shard/dueq-proxy" "$logs/proxy$i.out" "$logs/proxy$i.log" \
+  start_dueqd "$bin/cmd/dueq-proxy/dueq-proxy" "$logs/proxy$i.out" "$logs/proxy$i.log" \
     --map config/two-shards/shards.toml --listen "$p" --name "proxy$i"
   pids+=("$dueqd_pid")
   echo "two-shards: proxy$i running as pid $dueqd_pid on $p"
 done
 
-ctl() { "$bin/tools/dueqctl/dueqctl" "$@"; }
+ctl() { "$bin/cmd/dueqctl/dueqctl" "$@"; }
 ctl --addr "${proxies[0]}" status --shards --wait-leader 30s >/dev/null || {
   echo "two-shards: a shard has no leader after 30 s; the ends of the logs:" >&2
   for n in "${nodes[@]}"; do tail -5 "$logs/$n.log" >&2; done
@@ -63,7 +63,7 @@ done
 ctl --addr "${proxies[0]}" status --shards
 echo "two-shards: tokens per shard (each shard's own count):"
 for a in 127.0.0.1:7711 127.0.0.1:7721; do ctl --addr "$a" stats tokens; done
-echo "two-shards: from another terminal: $bin/tools/dueqctl/dueqctl --addr ${proxies[1]} stats tokens"
+echo "two-shards: from another terminal: $bin/cmd/dueqctl/dueqctl --addr ${proxies[1]} stats tokens"
 
 echo "two-shards: the refresher on ${proxies[1]} (builtin refresh: new token, expiry = now + 90s)"
 worker_args=(worker tokens --builtin-refresh --next-in 90s --concurrency 4 --progress-every 20)

@@ -303,8 +303,7 @@ StatusInfo Node::status_info() const {
 bool Node::route_elsewhere(const ConnPtr& conn, const net::Request& req, std::string_view frame,
                            RequestMeter::Clock::time_point started) {
     const auto& map = router_->map();
-    if (map.shards.size() == 1 || raft_bug_ == raft::PlantedBug::shard_serves_every_key)
-        return false;
+    if (map.shards.size() == 1 || planted_.node == NodeDefect::shard_serves_every_key) return false;
     const auto target = net::request_key(req);
     if (!target) return false;
     const std::size_t shard = map.shard_of(target->first, target->second);

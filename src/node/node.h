@@ -30,6 +30,7 @@
 #include "node/config.h"
 #include "node/node_admin.h"
 #include "node/node_metrics.h"
+#include "node/planted_defects.h"
 #include "node/raft_io.h"
 #include "node/replies.h"
 #include "node/write_path.h"
@@ -59,8 +60,8 @@ class Node {
     void halt_storage_background_work() {
         if (db_) db_->halt_background_work();
     }
-    // A test-only defect of the Raft core or shell (raft/config.h); before start().
-    void plant(raft::PlantedBug bug) { raft_bug_ = bug; }
+    // Test-only defects (planted_defects.h); before start().
+    void plant(const PlantedDefects& defects) { planted_ = defects; }
 
     // Rereads the shard map file (SIGHUP, the admin call). Returns "" when the new map is in
     // use, else why it was refused (the old map stays).
@@ -122,7 +123,7 @@ class Node {
     Config config_;
     std::uint64_t raft_id_ = 1;
     mutable NodeClock clock_;  // every time the node reads goes through it (clock.h)
-    raft::PlantedBug raft_bug_ = raft::PlantedBug::none;
+    PlantedDefects planted_;
     std::unique_ptr<storage::Database> db_;
     std::unique_ptr<RaftIo> raft_io_;          // after db_: it writes there
     std::unique_ptr<shell::RaftShell> shell_;  // after raft_io_: it writes through it

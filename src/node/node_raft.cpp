@@ -23,13 +23,15 @@ shell::ShellConfig Node::shell_config() const {
     rc.heartbeat_tick = int(std::max(1u, config_.raft.heartbeat_ms / config_.raft.tick_ms));
     rc.snapshot_threshold = config_.raft.snapshot_entries;
     rc.seed = std::uint64_t(now_ms()) ^ (raft_id_ << 32);
-    rc.planted_bug = raft_bug_;
+    rc.planted_bug = planted_.core;
     sc.members = std::max<std::size_t>(1, config_.members.size());
     sc.proposal_timeout_ms = config_.raft.proposal_timeout_ms;
     sc.campaign_step_ms = config_.raft.heartbeat_ms;
     sc.log_keep = config_.log_keep;
     sc.state_write_entries = config_.state_write_entries;
     sc.state_write_ms = config_.state_write_ms;
+    sc.defect = planted_.shell;
+    sc.store_defect = planted_.store;
     return sc;
 }
 

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "queue/command.h"
+#include "queue/store_defect.h"
 #include "wire/limits.h"
 
 namespace dueq::queue {
@@ -98,14 +99,6 @@ struct OverlayRecord {
 };
 std::string encode_overlay_record(const OverlayRecord& r);
 std::optional<OverlayRecord> decode_overlay_record(std::string_view bytes);
-
-// Defects of the store that the simulator must catch (tests/sim/planted_bugs_test.cpp).
-// Store::plant selects one; it acts only in builds with DUEQ_PLANTED_BUGS.
-enum class StoreDefect : std::uint8_t {
-    none,
-    fork_put_below_deletion,  // a put in a fork ignores the fork's own deletion of the key
-    merge_older_finish_wins,  // a merged finished task wins even when older than the key
-};
 
 // One command of a batch, encoded as the log holds it (command_codec.h), and the log time
 // it is applied at.

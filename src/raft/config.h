@@ -11,9 +11,11 @@
 
 namespace dueq::raft {
 
-// Test-only defects the simulator must be able to catch (issue 3, acceptance 2).
-// Selected at run time; compiled in only when DUEQ_PLANTED_BUGS is defined, otherwise
-// the field exists but is ignored.
+// Test-only defects of the core that the simulator must be able to catch (issue 3,
+// acceptance 2). Selected at run time; compiled in only when DUEQ_PLANTED_BUGS is defined,
+// otherwise the field exists but is ignored. The layers above plant their own defects
+// (shell::ShellDefect, queue::StoreDefect, node::NodeDefect); testing/planted names them
+// all for the tests, the simulator and dueqd-test.
 enum class PlantedBug : std::uint8_t {
     none,
     vote_for_stale_log,   // grant (pre-)votes without the §3.6.1 up-to-date check
@@ -23,23 +25,9 @@ enum class PlantedBug : std::uint8_t {
     // A follower's append acknowledgement leaves before its write is durable (the core's
     // Ready::messages_before_persist holds every message).
     ack_before_persist,
-    // Defects of the shell (shell/raft_shell.h), not of the core:
-    shell_applies_uncommitted,  // applies appended entries before they are committed
-    lease_from_local_clock,     // applies at this node's clock instead of the log time
-    reply_before_commit,        // answers a proposal as soon as it is in the leader's log
-    merge_dropped,              // applies no Merge: every write of autonomous mode is lost
-    // Of the task store (queue::StoreDefect; the shell hands them to its store):
-    fork_put_below_deletion,  // a put in a fork is stamped below the fork's own deletion
-    merge_older_finish_wins,  // a merged finished task wins although older than the key
-    // Of the node (node/node.cpp): serves keys of other shards itself instead of
-    // forwarding them, so they land on the wrong shard.
-    shard_serves_every_key,
 };
 
-std::string_view to_string(PlantedBug b);
-// Parses the names above; returns false on an unknown name.
-bool parse_planted_bug(std::string_view name, PlantedBug& out);
-// True when the planted bugs are compiled in.
+// True when the planted defects (of every layer) are compiled in.
 bool planted_bugs_compiled();
 
 struct Config {

@@ -20,7 +20,7 @@ RaftShell::~RaftShell() = default;
 std::optional<std::string> RaftShell::start(const storage::Loaded& loaded,
                                             std::unique_ptr<queue::Store> store) {
     store_ = std::move(store);
-    plant_store_defect();
+    store_->plant(cfg_.store_defect);
     // The durable log, mirrored in memory: base, entries, then the applied state as the
     // snapshot the core starts from (it hands out committed entries after it).
     log_.apply_snapshot(raft::Snapshot{loaded.base, {}});
@@ -41,18 +41,11 @@ std::optional<std::string> RaftShell::start(const storage::Loaded& loaded,
     return std::nullopt;
 }
 
-void RaftShell::plant_store_defect() {
-    if (planted(raft::PlantedBug::fork_put_below_deletion))
-        store_->plant(queue::StoreDefect::fork_put_below_deletion);
-    if (planted(raft::PlantedBug::merge_older_finish_wins))
-        store_->plant(queue::StoreDefect::merge_older_finish_wins);
-}
-
-bool RaftShell::planted(raft::PlantedBug b) const {
+bool RaftShell::planted(ShellDefect d) const {
 #ifdef DUEQ_PLANTED_BUGS
-    return cfg_.raft.planted_bug == b;
+    return cfg_.defect == d;
 #else
-    (void)b;
+    (void)d;
     return false;
 #endif
 }
@@ -105,8 +98,7 @@ raft::Index RaftShell::propose(queue::Command cmd, std::int64_t now, Done done) 
                std::string("cannot propose: ") + std::string(raft::to_string(index.error())));
         return 0;
     }
-    if (planted(raft::PlantedBug::reply_before_commit) &&
-        !std::holds_alternative<queue::Take>(cmd)) {
+    if (planted(ShellDefect::reply_before_commit) && !std::holds_alternative<queue::Take>(cmd)) {
         queue::Result nothing;
         Outcome o{Code::ok, {}, &cmd, &nothing, index.value(), raft_->term()};
         p.done(o);
@@ -250,7 +242,7 @@ void RaftShell::finish_ready() {
     if (rd.hard_state) log_.set_hard_state(*rd.hard_state);
     for (const auto& m : rd.messages)
         transport_.send(m);
-    if (planted(raft::PlantedBug::shell_applies_uncommitted))
+    if (planted(ShellDefect::applies_uncommitted))
         for (const auto& e : rd.entries)
             if (e.index == applied_.index + 1) apply_entry(e);
     const bool wrote = apply_entries(rd.committed_entries);
@@ -370,7 +362,7 @@ void RaftShell::install_snapshot(raft::Ready& rd) {
     inflight_ticket_ = *ticket;
     // The store is replaced now; the core sees the snapshot once it is durable.
     store_ = std::move(received_store_);
-    plant_store_defect();
+    store_->plant(cfg_.store_defect);
     store_->drain_changes([](auto, auto, const auto&) {});
     unwritten_ = storage::AppliedState{};
     log_.apply_snapshot(raft::Snapshot{meta, {}});

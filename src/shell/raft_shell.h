@@ -33,6 +33,7 @@
 #include "queue/command.h"
 #include "queue/store.h"
 #include "raft/raft.h"
+#include "shell/shell_defect.h"
 #include "storage/writes.h"
 
 namespace dueq::shell {
@@ -111,6 +112,10 @@ struct ShellConfig {
     // replays the log after the state it finds (docs/internals/replication.md).
     std::uint64_t state_write_entries = 1;
     std::int64_t state_write_ms = 0;
+    // Test-only defects (acting only in builds with DUEQ_PLANTED_BUGS); the store's goes
+    // to every store this shell runs, a snapshot's included.
+    ShellDefect defect = ShellDefect::none;
+    queue::StoreDefect store_defect = queue::StoreDefect::none;
 };
 
 class RaftShell {
@@ -213,8 +218,7 @@ class RaftShell {
     void answer(Proposal& p, queue::Code code, const std::string& message);
     void expire_proposals(std::int64_t now);
     void fail(const std::string& message);
-    bool planted(raft::PlantedBug b) const;
-    void plant_store_defect();  // the store's planted defects (raft/config.h) go to store_
+    bool planted(ShellDefect d) const;
 
     ShellConfig cfg_;
     Storage& storage_;

@@ -58,14 +58,14 @@ bool RaftShell::apply_entries(const std::vector<raft::Entry>& entries) {
 
 std::size_t RaftShell::batch_run(const std::vector<raft::Entry>& entries, std::size_t from) {
     batch_.clear();
-    if (planted(raft::PlantedBug::merge_dropped)) return 0;  // apply_command drops them
+    if (planted(ShellDefect::merge_dropped)) return 0;  // apply_command drops them
     raft::Millis time = applied_.time;  // as begin_entry will have set applied_
     for (std::size_t i = from; i < entries.size(); ++i) {
         const raft::Entry& e = entries[i];
         if (e.type != raft::EntryType::normal) break;
         time = std::max<raft::Millis>(time, e.time);
         // Every replica applies at the entry's log time, so that all reach the same state.
-        const auto at = planted(raft::PlantedBug::lease_from_local_clock) ? queue::Millis(now_)
+        const auto at = planted(ShellDefect::lease_from_local_clock) ? queue::Millis(now_)
                                                                           : queue::Millis(time);
         batch_.push_back({e.data.view(), at});
     }
@@ -139,11 +139,11 @@ void RaftShell::apply_command(const raft::Entry& e, std::optional<Proposal> mine
     auto cmd = queue::decode_command(e.data);
     if (!cmd) return fail("log entry " + std::to_string(e.index) + " does not decode");
     // Every replica applies at the entry's log time, so that all reach the same state.
-    const auto at = planted(raft::PlantedBug::lease_from_local_clock)
+    const auto at = planted(ShellDefect::lease_from_local_clock)
                         ? queue::Millis(now_)
                         : queue::Millis(applied_.time);
     queue::Result result;
-    if (planted(raft::PlantedBug::merge_dropped) && std::holds_alternative<queue::Merge>(*cmd))
+    if (planted(ShellDefect::merge_dropped) && std::holds_alternative<queue::Merge>(*cmd))
         result.merge = queue::MergeOutcome::kept;
     else
         result = store_->apply(*cmd, at);

@@ -6,7 +6,7 @@
 // second device write per sync. Overwriting blocks that already hold data needs only the
 // data and the cache flush. On this project's test machine, a 4 KiB append and
 // fdatasync cost 294 µs and 113 µs of CPU; the same write over zeros, 191 µs and 66 µs
-// (tools/sync-cost, docs/benchmarks.md). The Raft log is synced once per write batch, so this is paid on
+// (measure/sync-cost, docs/benchmarks.md). The Raft log is synced once per write batch, so this is paid on
 // every answered write with `storage.fsync = always`.
 //
 // How: a WAL file (a name `<digits>.log`, as RocksDB names them) is opened by this file

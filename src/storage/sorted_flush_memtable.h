@@ -7,7 +7,7 @@
 // its user key just after the bytes that every key in the memtable shares, so that most
 // comparisons touch neither record; only keys whose integers tie are compared in full.
 // With VectorRep the flush's sort was about a third of the CPU of writing log entries and
-// task records (tools/log-write, docs/benchmarks.md). A memtable of log entries, which
+// task records (measure/log-write, docs/benchmarks.md). A memtable of log entries, which
 // arrive in index order, is not sorted at all.
 //
 // Entries are kept in this memtable's own 2 MiB slabs instead of RocksDB's arena, whose

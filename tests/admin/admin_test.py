@@ -26,7 +26,7 @@ import urllib.parse
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "tools", "chaos"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "testing", "chaos"))
 from harness.cluster import Cluster, free_port, wait_line  # noqa: E402
 
 ELECTION_MS = 1000
@@ -45,7 +45,7 @@ def http(port, path, timeout=2.0):
 
 def dueqctl(c, *args, node=None):
     addrs = [f"127.0.0.1:{c.client_port[n]}" for n in ([node] if node else c.ids)]
-    cmd = [c.binary("tools/dueqctl/dueqctl"), "--addr", ",".join(addrs), *args]
+    cmd = [c.binary("cmd/dueqctl/dueqctl"), "--addr", ",".join(addrs), *args]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     if r.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed: {r.stderr.strip()}")
@@ -298,7 +298,7 @@ def refresher(c, seconds, log):
         dueqctl(c, "put", "tokens", f"tok-{i:03d}", "--payload", '"t"', "--time", f"+{i % 30}s")
     log(f"refreshing 500 tokens for {seconds} s before the kill")
     return subprocess.Popen(
-        [c.binary("tools/dueqctl/dueqctl"), "--addr", addrs, "worker", "tokens",
+        [c.binary("cmd/dueqctl/dueqctl"), "--addr", addrs, "worker", "tokens",
          "--builtin-refresh", "--next-in", "20s", "--concurrency", "2",
          "--duration", f"{seconds + 15}s", "--progress-every", "0"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Tests of tools/chaos/check.py on small synthetic histories: a clean history passes, and
+"""Tests of testing/chaos/check.py on small synthetic histories: a clean history passes, and
 each planted defect is caught by the right check with the right violation kind."""
 import json
 import os
@@ -9,7 +9,7 @@ import tempfile
 import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-CHECK = os.path.join(ROOT, "tools", "chaos", "check.py")
+CHECK = os.path.join(ROOT, "testing", "chaos", "check.py")
 sys.path.insert(0, os.path.dirname(CHECK))
 import check  # noqa: E402
 

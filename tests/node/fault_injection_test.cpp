@@ -1,7 +1,7 @@
 // No acknowledged write depends on unsynced data (docs/internals/replication.md: a command is answered only
 // once its log entry is durable).
 //
-// A node runs on a file system that can cut the power (src/storage/fault_fs.h).
+// A node runs on a file system that can cut the power (testing/fault-fs/fault_fs.h).
 // Several clients put and take+ack, pipelined; every answer "ok" that arrived before the
 // cut is recorded. Then the power is cut, the node stopped, every unsynced byte dropped,
 // and a fresh node started on what is left: each recorded write must be there. The same
@@ -18,7 +18,7 @@
 #include <thread>
 
 #include "node/support.h"
-#include "storage/fault_fs.h"
+#include "testing/fault-fs/fault_fs.h"
 
 using namespace dueq;
 using namespace dueq::test;

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "storage/fault_fs.h"
+#include "testing/fault-fs/fault_fs.h"
 #include "storage/storage_support.h"
 
 using namespace dueq;

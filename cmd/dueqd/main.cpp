@@ -1,0 +1,218 @@
+// dueqd: one dueq node. Built a second time as dueqd-test (DUEQD_TEST_FLAGS), which also
+// takes the test-only flags --plant and --power-cut that the chaos harness and the tests
+// use; the dueqd a user runs has neither.
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
+
+#include <csignal>
+#include <cstdlib>
+#include <functional>
+#include <optional>
+#include <string>
+
+// Before Asio, in its own block: Boost 1.74's awaitable.hpp needs std::exchange in C++20.
+#include <utility>
+
+#include <boost/asio.hpp>
+
+#include <iostream>
+
+#include "common/invariant.h"
+#include "node/config.h"
+#include "node/json_log.h"
+#include "node/node.h"
+#ifdef DUEQD_TEST_FLAGS
+#include "testing/fault-fs/fault_fs.h"
+#include "testing/planted/planted.h"
+#endif
+
+namespace {
+
+struct Options {
+    std::string config_path, data_dir, listen, log_level;
+    bool print_default = false;
+#ifdef DUEQD_TEST_FLAGS
+    std::string plant;
+    bool power_cut = false;
+#endif
+};
+
+void add_options(CLI::App& app, Options& o) {
+    app.add_option("-c,--config", o.config_path, "TOML config file (see docs/config.md)")
+        ->check(CLI::ExistingFile);
+    app.add_option("--data-dir", o.data_dir, "override [node] data_dir");
+    app.add_option("--listen", o.listen,
+                   "override [node] client_listen, e.g. 127.0.0.1:7701 (port 0: any)");
+    app.add_option("--log-level", o.log_level,
+                   "trace, debug, info, warn, error (overrides [log] level)");
+    app.add_flag("--print-default-config", o.print_default, "print the built-in config and exit");
+#ifdef DUEQD_TEST_FLAGS
+    std::string names;
+    for (auto name : dueq::testing::planted_names())
+        names += (names.empty() ? "" : ", ") + std::string(name);
+    app.add_option("--plant", o.plant,
+                   "tests only: run with a deliberate defect of the Raft core, the shell, the "
+                   "task store or the node (" +
+                       names + "; docs/internals/simulation.md)");
+    app.add_flag("--power-cut", o.power_cut,
+                 "tests only: run RocksDB on a file system that tracks what was fsynced; "
+                 "SIGUSR2 then cuts the power: everything not fsynced is lost and the process "
+                 "exits at once with status 137");
+#endif
+}
+
+// The config file (or the built-in one) with the command line's overrides; nullopt after
+// saying why on stderr.
+std::optional<dueq::node::Config> load_config(const Options& o) {
+    dueq::node::Config config;
+    try {
+        config = o.config_path.empty() ? dueq::node::parse_config(dueq::node::default_config_text(),
+                                                                  "built-in config")
+                                       : dueq::node::load_config_file(o.config_path);
+    } catch (const dueq::node::ConfigError& e) {
+        std::cerr << "dueqd: bad config: " << e.what() << "\n";
+        return std::nullopt;
+    }
+    if (!o.data_dir.empty()) config.data_dir = o.data_dir;
+    if (!o.listen.empty()) {
+        if (config.client_advertise == config.client_listen) config.client_advertise = o.listen;
+        config.client_listen = o.listen;
+    }
+    if (!o.log_level.empty()) config.log_level = o.log_level;
+    return config;
+}
+
+// Logs go to stderr; stdout carries only the "listening on port" line for scripts.
+bool start_logging(const dueq::node::Config& config) {
+    const auto level = spdlog::level::from_str(config.log_level);
+    if (level == spdlog::level::off && config.log_level != "off") {
+        std::cerr << "dueqd: unknown log level '" << config.log_level << "'\n";
+        return false;
+    }
+    spdlog::set_default_logger(spdlog::stderr_color_mt("dueqd"));
+    spdlog::set_level(level);
+    if (config.log_format == "json") {
+        spdlog::set_formatter(dueq::node::json_log_formatter(config.node_id));
+    } else {
+        spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ [" + config.node_id + "] %v");
+    }
+    for (const auto& w : config.warnings)
+        spdlog::warn("{}", w);
+    return true;
+}
+
+#ifdef DUEQD_TEST_FLAGS
+// --power-cut and --plant. Made before the node: RocksDB runs on fault_env until the node
+// is destroyed, so it must outlive the node.
+class TestFlags {
+  public:
+    explicit TestFlags(boost::asio::io_context& io) : power_switch_(io) {}
+    // Before node.start(); false after saying why on stderr.
+    bool apply(const Options& o, dueq::node::Node& node) {
+        if (o.power_cut) arm_power_cut(node);
+        if (o.plant.empty()) return true;
+        const auto defects = dueq::testing::parse_planted(o.plant);
+        if (!defects || *defects == dueq::node::PlantedDefects{}) {
+            std::cerr << "dueqd: unknown --plant '" << o.plant << "'\n";
+            return false;
+        }
+        node.plant(*defects);
+        spdlog::warn("running with the planted defect {}: never use this in production", o.plant);
+        return true;
+    }
+
+  private:
+    void arm_power_cut(dueq::node::Node& node) {
+        fault_env_ = dueq::test::make_fault_env();
+        node.set_storage_env(fault_env_.get());
+        power_switch_.add(SIGUSR2);
+        power_switch_.async_wait([this, &node](boost::system::error_code ec, int) {
+            if (ec) return;
+            // From here on every write, sync and rename is a no-op, so nothing the storage
+            // thread still does reaches the disk; then the disk goes back to what was synced.
+            // RocksDB's flushes and compactions end first: one still reading a file that the
+            // drop truncates would crash the process half-way through the drop.
+            fault_env_.fs->crash();
+            node.halt_storage_background_work();
+            const auto dropped = fault_env_.fs->drop_unsynced();
+            std::cerr << "dueqd: power cut: dropped " << dropped.bytes_dropped
+                      << " unsynced bytes, truncated " << dropped.files_truncated
+                      << " files, deleted " << dropped.files_deleted << std::endl;
+            std::_Exit(137);
+        });
+        spdlog::warn("--power-cut: RocksDB runs on the fault file system; SIGUSR2 cuts the power");
+    }
+
+    dueq::test::FaultEnv fault_env_;
+    boost::asio::signal_set power_switch_;
+};
+#endif
+
+// Runs the node until SIGINT or SIGTERM. SIGHUP rereads the shard map file ([shard]
+// map_file); a map the node cannot serve by is refused with a log line and the old one
+// stays. Connections are not touched.
+int serve(boost::asio::io_context& io, dueq::node::Node& node) {
+    boost::asio::signal_set reload(io, SIGHUP);
+    std::function<void()> wait_for_hup = [&] {
+        reload.async_wait([&](boost::system::error_code ec, int) {
+            if (ec) return;
+            spdlog::info("SIGHUP: rereading the shard map");
+            node.reload_shard_map();
+            wait_for_hup();
+        });
+    };
+    wait_for_hup();
+    if (auto err = node.start()) {
+        spdlog::critical("{}", *err);
+        return 1;
+    }
+    // Scripts read this line to learn the port (useful with --listen 127.0.0.1:0).
+    std::cout << "dueqd listening on port " << node.client_port() << std::endl;
+    if (node.admin_port() != 0)
+        std::cout << "dueqd admin on port " << node.admin_port() << std::endl;
+    boost::asio::signal_set signals(io, SIGINT, SIGTERM);
+    signals.async_wait([&](boost::system::error_code, int sig) {
+        spdlog::info("signal {}: stopping", sig);
+        node.stop();
+        io.stop();
+    });
+    io.run();
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    CLI::App app{
+        "dueqd: a node of dueq, the store of tasks that come due.\n"
+        "Without --config it runs one node on 127.0.0.1:7700 with data in ./data/n1\n"
+        "(print that config with --print-default-config). Stop it with SIGTERM or Ctrl-C.",
+        "dueqd"};
+    Options options;
+    add_options(app, options);
+    CLI11_PARSE(app, argc, argv);
+    if (options.print_default) {
+        std::cout << dueq::node::default_config_text();
+        return 0;
+    }
+    auto config = load_config(options);
+    if (!config || !start_logging(*config)) return 2;
+    std::signal(SIGPIPE, SIG_IGN);
+    boost::asio::io_context io(1);
+#ifdef DUEQD_TEST_FLAGS
+    TestFlags test_flags(io);  // before the node: it outlives it
+#endif
+    dueq::node::Node node(io, *config);
+#ifdef DUEQD_TEST_FLAGS
+    if (!test_flags.apply(options, node)) return 2;
+#endif
+    try {
+        return serve(io, node);
+    } catch (const dueq::InvariantBroken& e) {
+        // Nothing more is written: what is on disk stays as the last good write left it.
+        spdlog::critical("{}; stopping", e.what());
+        spdlog::shutdown();
+        std::_Exit(70);
+    }
+}
