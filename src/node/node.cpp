@@ -233,10 +233,22 @@ void Node::on_close(const ConnPtr& conn) {
 // ---- reads: answered from this node's own state, without the log
 
 Code Node::handle(const ConnPtr& conn, std::uint64_t id, net::GetTask& get) {
-    if (get.leader_only && !is_leader()) {
+    if (!get.leader_only) return serve_get(conn, id, get);
+    if (!is_leader()) {
         send_error(conn, id, Code::not_leader, kLeaderOnly);
         return Code::not_leader;
     }
+    if (planted_.node == NodeDefect::leader_reads_unconfirmed) return serve_get(conn, id, get);
+    leader_reads_->read(
+        [this, conn, id, get = std::move(get)](Code code, const char* why) {
+            if (code == Code::ok) serve_get(conn, id, get);
+            else send_error(conn, id, code, why);
+        },
+        now_ms());
+    return Code::ok;
+}
+
+Code Node::serve_get(const ConnPtr& conn, std::uint64_t id, const net::GetTask& get) {
     auto task = shell_->store().get(get.queue, get.key);
     if (!task) {
         conn->send(net::error_frame(id, Code::not_found, "no such task"));
@@ -247,10 +259,22 @@ Code Node::handle(const ConnPtr& conn, std::uint64_t id, net::GetTask& get) {
 }
 
 Code Node::handle(const ConnPtr& conn, std::uint64_t id, net::GetStats& stats) {
-    if (stats.leader_only && !is_leader()) {
+    if (!stats.leader_only) return serve_stats(conn, id, stats);
+    if (!is_leader()) {
         send_error(conn, id, Code::not_leader, kLeaderOnly);
         return Code::not_leader;
     }
+    if (planted_.node == NodeDefect::leader_reads_unconfirmed) return serve_stats(conn, id, stats);
+    leader_reads_->read(
+        [this, conn, id, stats = std::move(stats)](Code code, const char* why) {
+            if (code == Code::ok) serve_stats(conn, id, stats);
+            else send_error(conn, id, code, why);
+        },
+        now_ms());
+    return Code::ok;
+}
+
+Code Node::serve_stats(const ConnPtr& conn, std::uint64_t id, const net::GetStats& stats) {
     conn->send(
         stats_reply(id, shell_->store(), stats.queue ? &*stats.queue : nullptr, store_now()));
     return Code::ok;

@@ -28,6 +28,7 @@
 #include "node/autonomy.h"
 #include "node/clock.h"
 #include "node/config.h"
+#include "node/leader_reads.h"
 #include "node/node_admin.h"
 #include "node/node_metrics.h"
 #include "node/planted_defects.h"
@@ -82,8 +83,12 @@ class Node {
     // (and metered) by its ConnReply.
     queue::Code handle(const ConnPtr& conn, std::uint64_t id, net::Ping& ping);
     queue::Code handle(const ConnPtr& conn, std::uint64_t id, net::Hello& hello);
+    // A `consistency: "leader"` get or stats waits for LeaderReads and is metered when
+    // asked; the serve_ functions answer from this node's store as it is.
     queue::Code handle(const ConnPtr& conn, std::uint64_t id, net::GetTask& get);
     queue::Code handle(const ConnPtr& conn, std::uint64_t id, net::GetStats& stats);
+    queue::Code serve_get(const ConnPtr& conn, std::uint64_t id, const net::GetTask& get);
+    queue::Code serve_stats(const ConnPtr& conn, std::uint64_t id, const net::GetStats& stats);
     queue::Code handle(const ConnPtr& conn, std::uint64_t id, net::GetStatus& status);
     queue::Code handle(const ConnPtr& conn, std::uint64_t id, net::GetShards& shards);
     void handle(const ConnPtr& conn, std::uint64_t id, net::Write& write, net::Op op,
@@ -129,6 +134,7 @@ class Node {
     std::unique_ptr<shell::RaftShell> shell_;  // after raft_io_: it writes through it
     std::unique_ptr<WritePath> writes_;        // after shell_: it proposes through it
     std::unique_ptr<Autonomy> autonomy_;       // after writes_: it uses its sessions
+    std::unique_ptr<LeaderReads> leader_reads_;  // after shell_: it asks the core
     std::unique_ptr<net::Server> server_;
     boost::asio::steady_timer tick_timer_;
     bool ready_scheduled_ = false;

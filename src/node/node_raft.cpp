@@ -43,6 +43,7 @@ std::optional<std::string> Node::start_shell(const storage::Loaded& loaded,
     hooks.schedule = [this] { schedule_ready(); };
     hooks.applied = [this](bool wrote) {
         writes_->on_batch_applied(wrote, now_ms());
+        if (leader_reads_) leader_reads_->on_applied();
         arm_timer();
     };
     hooks.term_started = [this] { propose_configured_settings(); };
@@ -52,6 +53,9 @@ std::optional<std::string> Node::start_shell(const storage::Loaded& loaded,
     };
     hooks.merged = [this](const queue::Merge& m, const queue::Result& r) {
         if (autonomy_) autonomy_->on_merge_applied(m, r);
+    };
+    hooks.on_read_state = [this](const raft::ReadState& rs) {
+        if (leader_reads_) leader_reads_->on_read_state(rs);
     };
     shell_ =
         std::make_unique<shell::RaftShell>(shell_config(), *raft_io_, *raft_io_, std::move(hooks));
@@ -64,6 +68,7 @@ std::optional<std::string> Node::start_shell(const storage::Loaded& loaded,
     ws.node_bits = raft_id_;
     ws.first_session = std::uint64_t(now_ms()) << 12;
     writes_ = std::make_unique<WritePath>(ws, *shell_);
+    leader_reads_ = std::make_unique<LeaderReads>(*shell_, config_.raft.proposal_timeout_ms);
     AutonomySettings as;
     as.after_ms = config_.raft.autonomy_after_ms;
     as.self = raft_id_;
@@ -117,6 +122,7 @@ void Node::propose_configured_settings() {
 void Node::on_tick() {
     if (stopped_) return;
     shell_->tick(now_ms());
+    leader_reads_->on_tick(is_leader(), now_ms());
     if (admin_) admin_->observe_raft();
     const bool was_serving = autonomy_->serving();
     autonomy_->on_tick(now_ms());

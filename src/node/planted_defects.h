@@ -16,6 +16,9 @@ enum class NodeDefect : std::uint8_t {
     // Serves keys of other shards itself instead of forwarding them, so they land on the
     // wrong shard (tests/shard/two_shards_test.cpp).
     shard_serves_every_key,
+    // Serves a `consistency: "leader"` read at once, without confirming this node still
+    // leads (tests/cluster/stale_leader_read.py).
+    leader_reads_unconfirmed,
 };
 
 struct PlantedDefects {

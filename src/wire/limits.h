@@ -71,6 +71,9 @@ inline constexpr std::size_t kFrameOverheadBytes = 1024;
 inline constexpr std::size_t kMaxQueueNameBytes = 256;
 inline constexpr std::int64_t kMaxTakeTimeoutMs = 86'400'000;  // one day
 inline constexpr std::uint32_t kMaxKickCount = 100'000;
+// Reads with consistency "leader" waiting for the leader to confirm it still leads; past
+// this many a read is answered `unavailable` (docs/protocol.md).
+inline constexpr std::size_t kMaxPendingLeaderReads = 100'000;
 inline constexpr int kMaxDepth = 32;  // msgpack nesting in a request
 
 static_assert(kMaxKeyBytes.max <= kRecordKeyBytes, "a configured key must fit a log record");

@@ -31,6 +31,7 @@ constexpr std::array kNamed{
     Named{"fork_put_below_deletion", {.store = StoreDefect::fork_put_below_deletion}},
     Named{"merge_older_finish_wins", {.store = StoreDefect::merge_older_finish_wins}},
     Named{"shard_serves_every_key", {.node = NodeDefect::shard_serves_every_key}},
+    Named{"leader_reads_unconfirmed", {.node = NodeDefect::leader_reads_unconfirmed}},
 };
 
 }  // namespace

@@ -72,7 +72,9 @@ TEST_CASE("docs/protocol.md gives the fixed limits the header has") {
     CHECK(rows.at("kick count") == limits::kMaxKickCount);
     CHECK(rows.at("msgpack nesting") == std::uint64_t(limits::kMaxDepth));
     CHECK(rows.at("a command as logged") == limits::kRecordPayloadBytes);
-    CHECK(rows.size() == 5);
+    CHECK(rows.at("leader reads waiting for the leader to confirm it leads") ==
+          limits::kMaxPendingLeaderReads);
+    CHECK(rows.size() == 6);
 }
 
 TEST_CASE("the config parser takes its defaults and ranges from the header") {

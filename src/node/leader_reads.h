@@ -1,0 +1,58 @@
+// Reads with consistency "leader" (docs/protocol.md): answered only once this node has
+// confirmed it still leads, by the core's ReadIndex (Raft §6.4: the read waits for a
+// heartbeat round sent after it arrived to be answered by a majority, and for the store
+// to apply up to the commit index the read saw). A leader cut off from the others never
+// gets that confirmation, so it never answers a stale read: its reads end `not_leader`
+// once it steps down, or `timeout`.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+
+#include "raft/ready.h"
+#include "raft/types.h"
+#include "wire/error_code.h"
+
+namespace dueq::shell {
+class RaftShell;
+}
+
+namespace dueq::node {
+
+class LeaderReads {
+  public:
+    // `ok`: serve the read from the store now; any other code: refuse it with that code.
+    using Done = std::function<void(wire::Code code, const char* why)>;
+
+    LeaderReads(shell::RaftShell& shell, std::int64_t timeout_ms);
+
+    // Asks the core for a read point; `done` hears once, maybe at once.
+    void read(Done done, std::int64_t now);
+    // The core's answer (shell::Hooks::on_read_state).
+    void on_read_state(const raft::ReadState& rs);
+    // After a batch of entries was applied: serves the reads whose index is now applied.
+    void on_applied();
+    // Each tick: refuses every read once this node no longer leads, and those past their
+    // deadline (a read the core dropped, or a round a majority never answered).
+    void on_tick(bool leader, std::int64_t now);
+
+    std::size_t pending() const { return reads_.size(); }
+
+  private:
+    struct Read {
+        std::uint64_t context = 0;
+        std::int64_t deadline = 0;
+        raft::Index index = 0;  // the confirmed read point (0: not yet confirmed)
+        Done done;
+    };
+    void serve_applied();
+    void refuse_all(wire::Code code, const char* why);
+
+    shell::RaftShell& shell_;
+    std::int64_t timeout_ms_;
+    std::uint64_t next_context_ = 1;
+    std::deque<Read> reads_;  // by context: the core confirms reads in the order asked
+};
+
+}  // namespace dueq::node
