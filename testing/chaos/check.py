@@ -22,6 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from checklib import figures  # noqa: E402
 from checklib.durability import check_g1, check_replicas  # noqa: E402
 from checklib.history import HistoryError, load  # noqa: E402
+from checklib.leader_reads import check_leader_reads  # noqa: E402
 from checklib.leases import check_g3  # noqa: E402
 from checklib.redelivery import check_g2  # noqa: E402
 from checklib.report import fetch_lines, render_check  # noqa: E402
@@ -42,7 +43,8 @@ def run(path, slack_ms=5000, lease_slew=0.01):
     """Checks the history at `path`; returns (report dict, summary text). Raises
     HistoryError when the history cannot be read."""
     h = load(path)
-    checks = [check_g1(h), check_replicas(h), check_g3(h, lease_slew), check_g2(h, slack_ms)]
+    checks = [check_g1(h), check_replicas(h), check_g3(h, lease_slew), check_g2(h, slack_ms),
+              check_leader_reads(h)]
     avail = figures.availability(h)
     cnt = figures.counts(h)
     wanted = set()

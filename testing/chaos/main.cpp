@@ -151,6 +151,10 @@ int main(int argc, char** argv) {
     run->add_option("--delete-percent", o.delete_percent, "share of front-end ops that delete")
         ->capture_default_str()
         ->check(CLI::Range(0, 90));
+    run->add_option("--leader-read-share", o.leader_read_share,
+                    "share of the gets that ask consistency \"leader\" (none with --only-node)")
+        ->capture_default_str()
+        ->check(CLI::Range(0.0, 1.0));
     fin->add_option("--wait-seconds", wait_s, "give up after this long")->capture_default_str();
     std::string map_file, shard;
     run->add_option("--shard-map", map_file,

@@ -170,8 +170,12 @@ class FrontEnd : Process {
 
   private:
     void get(Client& c, const std::string& key) {
-        client::GetRequest r{.queue = o_.queue, .key = key, .consistency = "local"};
-        run(c, "get", r, {{"key", key}}, [](const client::GetResponse& g, Json& done) {
+        const bool leader = o_.only_node.empty() && coin(o_.leader_read_share);
+        client::GetRequest r{.queue = o_.queue, .key = key,
+                             .consistency = leader ? "leader" : "local"};
+        Json fields{{"key", key}};
+        if (leader) fields["consistency"] = "leader";
+        run(c, "get", r, std::move(fields), [](const client::GetResponse& g, Json& done) {
             done["value"] = payload_text(g.task.payload);
             done["status"] = g.task.status;
             done["time"] = g.task.time;

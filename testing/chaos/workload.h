@@ -32,6 +32,9 @@ struct WorkloadOptions {
     std::int64_t call_timeout_ms = 2000;
     std::int64_t frontend_pause_ms = 20;
     int delete_percent = 2;  // of the front ends' ops (puts: 10%, gets: the rest)
+    // Of the gets, this share asks consistency "leader" (judged by the checker's
+    // leader_reads check); none in datacenter runs, whose cut-off writes merge later.
+    double leader_read_share = 0.3;
     double abandon_share = 0.02;
     double release_share = 0.04;
     // Datacenter runs (testing/chaos/autonomy.py): only this node's front end and

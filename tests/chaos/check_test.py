@@ -42,6 +42,10 @@ class Hist:
         self.op(t, t2, p, "put", outcome, key=key, value=value, time=t, done={"version": 1}
                 if outcome == "ok" else None, **kw)
 
+    def leader_get(self, t, t2, p, key, value, consistency="leader"):
+        self.op(t, t2, p, "get", key=key, consistency=consistency,
+                done={"value": value, "status": "ready", "time": t, "version": 1})
+
     def delete(self, t, t2, p, key, outcome="ok"):
         self.op(t, t2, p, "delete", outcome, key=key)
 
@@ -110,6 +114,7 @@ def clean(redeliver=True, final=True, ack6="ok"):
     h.release(1020, 1025, 3, "k2", 2)
     h.take(3000, 3010, 2, [("k2", "v2", 3)])
     h.ack(3020, 3030, 2, "k2", 3, "a2")
+    h.leader_get(3100, 3105, 1, "k2", "a2")
     h.take(3000, 3015, 3, [("k3", "v3", 4)])
     h.abandon(3016, 3, "k3", 4)                 # deadline 3015 + 3000 = 6015
     if redeliver:
@@ -236,6 +241,31 @@ class CheckerTest(unittest.TestCase):
         h.put(10010, 10020, 4, "k1", "v9")
         h.finals({"k1": "v8", "k2": "a2", "k3": "a3", "k4": None})
         self.assertTrue(self.run_check(h)["passed"], self.text)
+
+    def test_stale_leader_read(self):
+        # k2: v2, then a2 acked at 3030; a leader read begun at 3100 returns v2.
+        h = clean()
+        h.leader_get(3200, 3205, 4, "k2", "v2")
+        r = self.run_check(h)
+        self.assertCaught(r, "leader_reads", "stale")
+        self.assertPasses(r, "G1")
+
+    def test_leader_read_may_return_what_a_concurrent_write_replaces(self):
+        h = clean()
+        h.leader_get(3025, 3028, 4, "k2", "v2")   # begun before a2's answer (3030)
+        r = self.run_check(h)
+        self.assertPasses(r, "leader_reads")
+        self.assertEqual(r["checks"]["leader_reads"]["checked"], 2)
+
+    def test_local_read_may_be_stale(self):
+        h = clean()
+        h.leader_get(3200, 3205, 4, "k2", "v2", consistency="local")
+        self.assertPasses(self.run_check(h), "leader_reads")
+
+    def test_leader_read_of_a_value_never_written(self):
+        h = clean()
+        h.leader_get(3200, 3205, 4, "k2", "zz")
+        self.assertCaught(self.run_check(h), "leader_reads", "value_never_written")
 
     def test_replicas_disagree(self):
         h = clean(final=False)
@@ -364,7 +394,7 @@ class CheckerTest(unittest.TestCase):
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
             with open(out) as f:
                 rep = json.load(f)
-            self.assertEqual(set(rep["checks"]), {"G1", "replicas", "G3", "G2"})
+            self.assertEqual(set(rep["checks"]), {"G1", "replicas", "G3", "G2", "leader_reads"})
             with open(summ) as f:
                 self.assertEqual(f.read(), r.stdout)
             bad = os.path.join(d, "bad.jsonl")

@@ -24,7 +24,7 @@ class HistoryError(Exception):
 class Op:
     """One invoke and its completion (outcome None: the history ended first)."""
     __slots__ = ("process", "f", "node", "key", "value", "time", "lease", "ttr", "rod",
-                 "t_inv", "t_done", "outcome", "error", "tasks", "version", "line_inv",
+                 "consistency", "t_inv", "t_done", "outcome", "error", "tasks", "version", "line_inv",
                  "line_done", "pos")
 
     def __init__(self, ev, line):
@@ -37,6 +37,7 @@ class Op:
         self.lease = ev.get("lease")
         self.ttr = ev.get("ttr")
         self.rod = ev.get("rod")
+        self.consistency = ev.get("consistency", "local")
         self.t_inv = ev["t"]
         self.t_done = None
         self.outcome = None
