@@ -50,6 +50,7 @@ std::optional<std::string> Node::start() {
     if (made) return "cannot create data_dir " + config_.data_dir + ": " + made.message();
     db_ = storage::Database::open(config_.data_dir, config_.fsync, st, storage_env_);
     if (!db_) return st.message;
+    if (auto err = check_member_record()) return err;
     const auto opened = Clock::now();
     // Not this node's [limits] or [queues]: every replica applies with the same bounds,
     // and queue settings arrive through the log (propose_configured_settings).

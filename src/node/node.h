@@ -106,6 +106,8 @@ class Node {
 
     // --- the Raft shell and the write path: start, ticks, timer (node_raft.cpp) ---
     shell::ShellConfig shell_config() const;
+    // The data dir names the member it belongs to; a node refuses another member's.
+    std::optional<std::string> check_member_record();
     std::optional<std::string> start_shell(const storage::Loaded& loaded,
                                            std::unique_ptr<queue::Store> store);
     // Leader: proposes a declare for each queue whose [queues] settings in this node's

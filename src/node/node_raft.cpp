@@ -35,6 +35,34 @@ shell::ShellConfig Node::shell_config() const {
     return sc;
 }
 
+namespace {
+// "cluster=ID member=NODE raft_id=N": who this data dir's votes and log are.
+std::string member_record(const Config& c) {
+    const std::uint64_t raft_id = c.members.empty() ? 1 : raft_id_of(c, c.node_id);
+    return "cluster=" + c.cluster_id + " member=" + c.node_id + " raft_id=" +
+           std::to_string(raft_id);
+}
+}  // namespace
+
+// Written at the first start and checked at every later one, so that a node never runs on
+// another member's data (a mixed-up data_dir) nor under another Raft id (a member list
+// reordered in one config): either would let it vote with a log it never wrote.
+std::optional<std::string> Node::check_member_record() {
+    const std::string mine = member_record(config_);
+    std::string stored;
+    if (auto st = db_->read_member(stored); !st.ok)
+        return "refusing to serve from " + config_.data_dir + ": " + st.message;
+    if (stored.empty()) {
+        if (auto st = db_->write_member(mine); !st.ok) return st.message;
+        return std::nullopt;
+    }
+    if (stored == mine) return std::nullopt;
+    return "refusing to serve from " + config_.data_dir + ": it holds the data of " + stored +
+           ", but this config makes this node " + mine +
+           ". Give each member its own data_dir, and list [cluster] members in the same "
+           "order on every node (a member's Raft id is its place in that list).";
+}
+
 std::optional<std::string> Node::start_shell(const storage::Loaded& loaded,
                                              std::unique_ptr<queue::Store> store) {
     raft_id_ = config_.members.empty() ? 1 : raft_id_of(config_, config_.node_id);

@@ -202,6 +202,14 @@ void Database::find_extent() {
     if (it->Valid()) first_log_index_ = get_be64(it->key().ToStringView());
 }
 
+Status Database::write_member(std::string_view record) {
+    rocksdb::WriteOptions synced;
+    synced.sync = true;
+    auto s = db_->Put(synced, handles_[kMeta], slice(kMemberKey), seal(record, kMemberKey));
+    if (!s.ok()) return Status::error("writing meta/member: " + s.ToString());
+    return Status{};
+}
+
 Status Database::flush() {
     // Nothing writes any more: waiting for a stall to clear (compactions) would only delay
     // the stop.

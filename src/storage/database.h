@@ -100,6 +100,10 @@ class Database {
     Status load(queue::Store& store, Loaded& out);
     // About how many bytes the task records take uncompressed (for a load to plan by).
     std::uint64_t raw_task_bytes() const;
+    // Which member of which cluster this data dir belongs to: the node writes it once, at
+    // its first start, and checks it at every later one. Empty when none was written.
+    Status read_member(std::string& record) const;
+    Status write_member(std::string_view record);  // synced
 
     // Writes log writes and overlay writes as one batch, synced if any of them asks for
     // it and the sync policy says so (group commit); then the applied states as a second

@@ -18,6 +18,7 @@ inline constexpr std::string_view kAppliedKey = "applied";
 inline constexpr std::string_view kStoreMetaKey = "store";
 inline constexpr std::string_view kHardStateKey = "hardstate";
 inline constexpr std::string_view kLogBaseKey = "logbase";
+inline constexpr std::string_view kMemberKey = "member";
 // Everything below the first task key's 2-byte queue length (queue names are < 64 KiB).
 inline constexpr std::string_view kTasksEnd = "\xff\xff\xff";
 

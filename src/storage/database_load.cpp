@@ -57,6 +57,14 @@ Status Database::read_meta(std::string_view key, std::size_t size, std::string& 
     return Status{};
 }
 
+Status Database::read_member(std::string& record) const {
+    std::string value;
+    std::string_view body;
+    if (auto st = read_meta(kMemberKey, 0, value, body); !st.ok) return st;
+    record.assign(body);
+    return Status{};
+}
+
 Status Database::load_positions(Loaded& out) const {
     std::string value;
     std::string_view body;
