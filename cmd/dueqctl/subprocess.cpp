@@ -37,6 +37,26 @@ std::vector<std::string> merged_environment(
     return out;
 }
 
+// Starts /bin/sh -c `command` reading `stdin_fd` and writing `stdout_fd`; returns "" (and
+// the child's pid) or why it could not.
+std::string spawn_shell(const std::string& command,
+                        const std::vector<std::pair<std::string, std::string>>& env,
+                        int stdin_fd, int stdout_fd, pid_t& pid) {
+    std::vector<std::string> env_strings = merged_environment(env);
+    std::vector<char*> envp;
+    for (auto& s : env_strings) envp.push_back(s.data());
+    envp.push_back(nullptr);
+    std::string sh = "/bin/sh", dash_c = "-c", cmd = command;
+    char* argv[] = {sh.data(), dash_c.data(), cmd.data(), nullptr};
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, stdin_fd, 0);
+    posix_spawn_file_actions_adddup2(&actions, stdout_fd, 1);
+    const int rc = ::posix_spawn(&pid, "/bin/sh", &actions, nullptr, argv, envp.data());
+    posix_spawn_file_actions_destroy(&actions);
+    return rc == 0 ? "" : std::string("spawn /bin/sh: ") + std::strerror(rc);
+}
+
 }  // namespace
 
 CommandResult run_shell(const std::string& command,
@@ -56,24 +76,9 @@ CommandResult run_shell(const std::string& command,
     }
     Fd out_read{out_pipe[0]}, out_write{out_pipe[1]};
 
-    std::vector<std::string> env_strings = merged_environment(env);
-    std::vector<char*> envp;
-    for (auto& s : env_strings) envp.push_back(s.data());
-    envp.push_back(nullptr);
-    std::string sh = "/bin/sh", dash_c = "-c", cmd = command;
-    char* argv[] = {sh.data(), dash_c.data(), cmd.data(), nullptr};
-
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, in_read.fd, 0);
-    posix_spawn_file_actions_adddup2(&actions, out_write.fd, 1);
     pid_t pid = 0;
-    const int rc = ::posix_spawn(&pid, "/bin/sh", &actions, nullptr, argv, envp.data());
-    posix_spawn_file_actions_destroy(&actions);
-    if (rc != 0) {
-        result.error = std::string("spawn /bin/sh: ") + std::strerror(rc);
-        return result;
-    }
+    result.error = spawn_shell(command, env, in_read.fd, out_write.fd, pid);
+    if (!result.error.empty()) return result;
     result.started = true;
     in_read.reset();
     out_write.reset();
