@@ -1,4 +1,5 @@
-// dueq-load: a small load generator for first throughput figures (put, refresh).
+// dueq-load: a small load generator for first throughput figures (put, refresh, get,
+// get-leader).
 // The full benchmark with peers and percentiles is measure/bench (its own issue).
 #include <CLI/CLI.hpp>
 
@@ -94,6 +95,17 @@ struct Loop : std::enable_shared_from_this<Loop> {
             });
             return;
         }
+        if (run.op == "get" || run.op == "get-leader") {
+            GetRequest g;
+            g.queue = run.queue;
+            g.key = "k" + std::to_string(run.next_key++ % run.keys);
+            g.consistency = run.op == "get" ? "local" : "leader";
+            client.async(g, [self, t0](Result<GetResponse> r) {
+                self->record(t0, r.ok());
+                self->next();
+            });
+            return;
+        }
         TakeRequest t;
         t.queue = run.queue;
         t.ttr_ms = 30'000;
@@ -143,9 +155,11 @@ int main(int argc, char** argv) {
     CLI::App app{
         "dueq-load: drive a dueq node with puts or take+ack refresh cycles and print ops/s.\n"
         "Example: dueq-load put --connections 64 --depth 4 --seconds 10"};
-    app.add_option("op", run.op, "put | refresh")
+    app.add_option("op", run.op,
+                   "put | refresh | get (local reads of preloaded tasks) | get-leader "
+                   "(consistency \"leader\": the leader confirms it leads first)")
         ->required()
-        ->check(CLI::IsMember({"put", "refresh"}));
+        ->check(CLI::IsMember({"put", "refresh", "get", "get-leader"}));
     app.add_option("--addr", run.addrs, "node address(es), host:port")->capture_default_str();
     app.add_option("--connections,-c", run.connections, "client connections")
         ->capture_default_str()
@@ -158,7 +172,7 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(0.1, 3600.0));
     app.add_option("--max-ops", run.max_ops, "stop after this many ops (0: no limit)")
         ->capture_default_str();
-    app.add_option("--keys", run.keys, "distinct keys (put) / tasks preloaded (refresh)")
+    app.add_option("--keys", run.keys, "distinct keys (put) / tasks preloaded (refresh, gets)")
         ->capture_default_str();
     app.add_option("--payload-bytes", run.payload_bytes, "payload size")->capture_default_str();
     app.add_option("--queue", run.queue, "queue name")->capture_default_str();
@@ -176,7 +190,7 @@ int main(int argc, char** argv) {
                      p.error().to_string().c_str());
         return 1;
     }
-    if (run.op == "refresh") {
+    if (run.op != "put") {
         std::fprintf(stderr, "preloading %zu tasks...\n", run.keys);
         preload(run, *clients[0]);
     }

@@ -7,31 +7,38 @@ namespace dueq::node {
 
 using wire::Code;
 
-LeaderReads::LeaderReads(shell::RaftShell& shell, std::int64_t timeout_ms)
-    : shell_(shell), timeout_ms_(timeout_ms) {}
+LeaderReads::LeaderReads(shell::RaftShell& shell, std::int64_t timeout_ms,
+                         std::function<void()> schedule)
+    : shell_(shell), timeout_ms_(timeout_ms), schedule_(std::move(schedule)) {}
 
 void LeaderReads::read(Done done, std::int64_t now) {
     if (reads_.size() >= limits::kMaxPendingLeaderReads)
         return done(Code::unavailable, "too many leader reads are waiting; retry");
-    const std::uint64_t context = next_context_++;
-    reads_.push_back({context, now + timeout_ms_, 0, std::move(done)});
-    // The answer may come within this call (a single node confirms at once).
-    if (!shell_.read_index(context)) {
-        for (auto it = reads_.begin(); it != reads_.end(); ++it) {
-            if (it->context != context) continue;
-            auto refused = std::move(it->done);
-            reads_.erase(it);
-            return refused(Code::not_leader, "this node no longer leads");
-        }
+    reads_.push_back({next_context_, now + timeout_ms_, 0, std::move(done)});
+    if (!queued_) {
+        queued_ = true;
+        schedule_();
     }
 }
 
+void LeaderReads::flush() {
+    if (!queued_) return;
+    queued_ = false;
+    const std::uint64_t context = next_context_++;
+    if (shell_.read_index(context)) return;
+    // Refused at once (no longer the leader): so are the reads that share the context.
+    std::deque<Read> kept;
+    std::deque<Read> refused;
+    for (auto& r : reads_)
+        (r.context == context ? refused : kept).push_back(std::move(r));
+    reads_ = std::move(kept);
+    for (auto& r : refused)
+        r.done(Code::not_leader, "this node no longer leads");
+}
+
 void LeaderReads::on_read_state(const raft::ReadState& rs) {
-    for (auto& r : reads_) {
-        if (r.context != rs.context) continue;
-        r.index = rs.index;
-        break;
-    }
+    for (auto& r : reads_)
+        if (r.context == rs.context) r.index = rs.index;
     serve_applied();
 }
 

@@ -25,10 +25,14 @@ class LeaderReads {
     // `ok`: serve the read from the store now; any other code: refuse it with that code.
     using Done = std::function<void(wire::Code code, const char* why)>;
 
-    LeaderReads(shell::RaftShell& shell, std::int64_t timeout_ms);
+    // `schedule`: have flush() called soon (before the shell's next Ready).
+    LeaderReads(shell::RaftShell& shell, std::int64_t timeout_ms, std::function<void()> schedule);
 
-    // Asks the core for a read point; `done` hears once, maybe at once.
+    // Queues a read; `done` hears once, maybe at once. Reads queued between two flushes
+    // share one read point, so a burst costs one heartbeat round, not one per read.
     void read(Done done, std::int64_t now);
+    // Asks the core for one read point for every read queued since the last flush.
+    void flush();
     // The core's answer (shell::Hooks::on_read_state).
     void on_read_state(const raft::ReadState& rs);
     // After a batch of entries was applied: serves the reads whose index is now applied.
@@ -51,8 +55,10 @@ class LeaderReads {
 
     shell::RaftShell& shell_;
     std::int64_t timeout_ms_;
-    std::uint64_t next_context_ = 1;
-    std::deque<Read> reads_;  // by context: the core confirms reads in the order asked
+    std::function<void()> schedule_;
+    std::uint64_t next_context_ = 1;  // the context the reads queued now will share
+    bool queued_ = false;             // reads wait for flush() under next_context_
+    std::deque<Read> reads_;          // by context: the core confirms reads in the order asked
 };
 
 }  // namespace dueq::node

@@ -96,7 +96,8 @@ std::optional<std::string> Node::start_shell(const storage::Loaded& loaded,
     ws.node_bits = raft_id_;
     ws.first_session = std::uint64_t(now_ms()) << 12;
     writes_ = std::make_unique<WritePath>(ws, *shell_);
-    leader_reads_ = std::make_unique<LeaderReads>(*shell_, config_.raft.proposal_timeout_ms);
+    leader_reads_ = std::make_unique<LeaderReads>(*shell_, config_.raft.proposal_timeout_ms,
+                                                  [this] { schedule_ready(); });
     AutonomySettings as;
     as.after_ms = config_.raft.autonomy_after_ms;
     as.self = raft_id_;
@@ -167,8 +168,12 @@ void Node::schedule_ready() {
     ready_scheduled_ = true;
     // After the frames already read are handled, so that they share one Ready.
     asio::post(io_, [this] {
+        if (stopped_) return;
+        // The leader reads of this turn get their read point into this Ready; read_index
+        // asks for a Ready again, which the flag still makes a no-op.
+        if (leader_reads_) leader_reads_->flush();
         ready_scheduled_ = false;
-        if (!stopped_) shell_->process_ready();
+        shell_->process_ready();
     });
 }
 
