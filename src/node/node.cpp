@@ -233,20 +233,25 @@ void Node::on_close(const ConnPtr& conn) {
 
 // ---- reads: answered from this node's own state, without the log
 
-Code Node::handle(const ConnPtr& conn, std::uint64_t id, net::GetTask& get) {
-    if (!get.leader_only) return serve_get(conn, id, get);
+template <class Read>
+Code Node::read(const ConnPtr& conn, std::uint64_t id, Read& req, Serve<Read> serve) {
+    if (!req.leader_only) return (this->*serve)(conn, id, req);
     if (!is_leader()) {
         send_error(conn, id, Code::not_leader, kLeaderOnly);
         return Code::not_leader;
     }
-    if (planted_.node == NodeDefect::leader_reads_unconfirmed) return serve_get(conn, id, get);
+    if (planted_.node == NodeDefect::leader_reads_unconfirmed) return (this->*serve)(conn, id, req);
     leader_reads_->read(
-        [this, conn, id, get = std::move(get)](Code code, const char* why) {
-            if (code == Code::ok) serve_get(conn, id, get);
+        [this, conn, id, serve, req = std::move(req)](Code code, const char* why) {
+            if (code == Code::ok) (this->*serve)(conn, id, req);
             else send_error(conn, id, code, why);
         },
         now_ms());
     return Code::ok;
+}
+
+Code Node::handle(const ConnPtr& conn, std::uint64_t id, net::GetTask& get) {
+    return read(conn, id, get, &Node::serve_get);
 }
 
 Code Node::serve_get(const ConnPtr& conn, std::uint64_t id, const net::GetTask& get) {
@@ -260,19 +265,7 @@ Code Node::serve_get(const ConnPtr& conn, std::uint64_t id, const net::GetTask& 
 }
 
 Code Node::handle(const ConnPtr& conn, std::uint64_t id, net::GetStats& stats) {
-    if (!stats.leader_only) return serve_stats(conn, id, stats);
-    if (!is_leader()) {
-        send_error(conn, id, Code::not_leader, kLeaderOnly);
-        return Code::not_leader;
-    }
-    if (planted_.node == NodeDefect::leader_reads_unconfirmed) return serve_stats(conn, id, stats);
-    leader_reads_->read(
-        [this, conn, id, stats = std::move(stats)](Code code, const char* why) {
-            if (code == Code::ok) serve_stats(conn, id, stats);
-            else send_error(conn, id, code, why);
-        },
-        now_ms());
-    return Code::ok;
+    return read(conn, id, stats, &Node::serve_stats);
 }
 
 Code Node::serve_stats(const ConnPtr& conn, std::uint64_t id, const net::GetStats& stats) {

@@ -83,10 +83,14 @@ class Node {
     // (and metered) by its ConnReply.
     queue::Code handle(const ConnPtr& conn, std::uint64_t id, net::Ping& ping);
     queue::Code handle(const ConnPtr& conn, std::uint64_t id, net::Hello& hello);
-    // A `consistency: "leader"` get or stats waits for LeaderReads and is metered when
-    // asked; the serve_ functions answer from this node's store as it is.
     queue::Code handle(const ConnPtr& conn, std::uint64_t id, net::GetTask& get);
     queue::Code handle(const ConnPtr& conn, std::uint64_t id, net::GetStats& stats);
+    // A get or stats: served now from this node's store (`serve`), or, with consistency
+    // "leader", once LeaderReads confirmed this node leads (metered when asked).
+    template <class Read>
+    using Serve = queue::Code (Node::*)(const ConnPtr&, std::uint64_t, const Read&);
+    template <class Read>
+    queue::Code read(const ConnPtr& conn, std::uint64_t id, Read& req, Serve<Read> serve);
     queue::Code serve_get(const ConnPtr& conn, std::uint64_t id, const net::GetTask& get);
     queue::Code serve_stats(const ConnPtr& conn, std::uint64_t id, const net::GetStats& stats);
     queue::Code handle(const ConnPtr& conn, std::uint64_t id, net::GetStatus& status);
