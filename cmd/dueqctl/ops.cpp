@@ -32,9 +32,10 @@ int run_ping(Context& ctx) {
     return 0;
 }
 
-int run_stats(Context& ctx, const std::string& queue) {
+int run_stats(Context& ctx, const std::string& queue, const std::string& consistency) {
     client::StatsRequest req;
     if (!queue.empty()) req.queue = queue;
+    if (!consistency.empty()) req.consistency = consistency;
     auto r = ctx.client().stats(req, ctx.call_options());
     if (!r.ok()) return report(r.error());
     if (ctx.json) {
@@ -60,12 +61,20 @@ void add_simple_commands(CLI::App& app, Context& ctx) {
     add_status_command(app, ctx);
     add_shards_command(app, ctx);
     auto queue = std::make_shared<std::string>();
+    auto consistency = std::make_shared<std::string>();
     auto* stats = command(app, ctx, "stats",
                           "Count tasks by status, with the next due and the oldest late task, "
                           "for one queue or for all.",
-                          "  dueqctl stats\n  dueqctl stats tokens --json\n",
-                          [&ctx, queue] { return run_stats(ctx, *queue); });
+                          "  dueqctl stats\n  dueqctl stats tokens --json\n"
+                          "  dueqctl stats tokens --consistency leader\n",
+                          [&ctx, queue, consistency] {
+                              return run_stats(ctx, *queue, *consistency);
+                          });
     stats->add_option("queue", *queue, "Queue name (default: every known queue)");
+    stats->add_option("--consistency", *consistency,
+                      "local (default: this node's copy) | leader (the leader's, once it has "
+                      "confirmed it still leads)")
+        ->check(CLI::IsMember({"local", "leader"}));
 }
 
 void add_declare(CLI::App& app, Context& ctx) {
@@ -193,7 +202,8 @@ void add_get(CLI::App& app, Context& ctx) {
         });
     add_queue_key(cmd, *a);
     cmd->add_option("--consistency", a->consistency,
-                    "local (default: this node's copy) | leader (redirected to the leader)")
+                    "local (default: this node's copy) | leader (the leader's, once it has "
+                    "confirmed it still leads)")
         ->check(CLI::IsMember({"local", "leader"}));
 }
 

@@ -228,6 +228,7 @@ Result<std::string> encode_request(const KickRequest& req, uint64_t id) {
 Result<std::string> encode_request(const StatsRequest& req, uint64_t id) {
     RequestWriter w(StatsRequest::op, id);
     if (req.queue) w.str(field::queue, *req.queue);
+    if (req.consistency) w.str(field::consistency, *req.consistency);
     return w.finish();
 }
 

@@ -173,6 +173,7 @@ struct KickResponse {
 struct StatsRequest {
     static constexpr std::string_view op = wire::op_name(wire::Op::stats);
     std::optional<std::string> queue;  // absent: every known queue
+    std::optional<std::string> consistency;  // "local" (server default) or "leader"
 };
 struct QueueStats {
     std::string queue;

@@ -175,11 +175,12 @@ std::vector<Case> request_cases() {
         c("count", k.count, 4u);
     });
     client::StatsRequest stats;
-    stats.queue = "q1";
+    stats.queue = "q1", stats.consistency = std::string(wire::word::leader);
     add(Op::stats, encoded(client::encode_request(stats, 77)),
         [](const net::Request& r, Compare& c) {
             const auto* s = std::get_if<net::GetStats>(&r.body);
             c("queue", s ? s->queue : std::nullopt, std::optional<std::string>("q1"));
+            c("consistency", s && s->leader_only, true);
         });
     add(Op::status, encoded(client::encode_request(client::StatusRequest{}, 77)),
         [](const net::Request& r, Compare& c) {
