@@ -21,10 +21,8 @@ namespace {
 bool parse_bug(const std::string& name, dueq::node::PlantedDefects& bug) {
     const auto parsed = dueq::testing::parse_planted(name);
     if (!parsed) {
-        std::string names;
-        for (auto n : dueq::testing::planted_names())
-            names += (names.empty() ? "" : ", ") + std::string(n);
-        std::fprintf(stderr, "unknown defect '%s' (%s)\n", name.c_str(), names.c_str());
+        std::fprintf(stderr, "unknown defect '%s' (%s)\n", name.c_str(),
+                     dueq::testing::planted_list().c_str());
         return false;
     }
     bug = *parsed;

@@ -48,9 +48,7 @@ void add_options(CLI::App& app, Options& o) {
                    "trace, debug, info, warn, error (overrides [log] level)");
     app.add_flag("--print-default-config", o.print_default, "print the built-in config and exit");
 #ifdef DUEQD_TEST_FLAGS
-    std::string names;
-    for (auto name : dueq::testing::planted_names())
-        names += (names.empty() ? "" : ", ") + std::string(name);
+    const std::string names = dueq::testing::planted_list();
     app.add_option("--plant", o.plant,
                    "tests only: run with a deliberate defect of the Raft core, the shell, the "
                    "task store or the node (" +

@@ -57,4 +57,11 @@ std::vector<std::string_view> planted_names() {
     return out;
 }
 
+std::string planted_list() {
+    std::string out;
+    for (const auto& n : kNamed)
+        out += (out.empty() ? "" : ", ") + std::string(n.name);
+    return out;
+}
+
 }  // namespace dueq::testing

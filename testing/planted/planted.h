@@ -4,6 +4,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -15,7 +16,9 @@ namespace dueq::testing {
 std::optional<node::PlantedDefects> parse_planted(std::string_view name);
 // The name of the one defect set ("none" when none is, "?" for a set this table lacks).
 std::string_view planted_name(const node::PlantedDefects& defects);
-// Every name but "none", for --help and for the tests that walk them all.
+// Every name but "none", for the tests that walk them all.
 std::vector<std::string_view> planted_names();
+// The same names, comma-separated, for --help and for errors.
+std::string planted_list();
 
 }  // namespace dueq::testing
