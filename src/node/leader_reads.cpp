@@ -37,8 +37,12 @@ void LeaderReads::flush() {
 }
 
 void LeaderReads::on_read_state(const raft::ReadState& rs) {
-    for (auto& r : reads_)
+    // Queued in context order: the reads of this context are together, and none after a
+    // later one.
+    for (auto& r : reads_) {
+        if (r.context > rs.context) break;
         if (r.context == rs.context) r.index = rs.index;
+    }
     serve_applied();
 }
 
