@@ -1,5 +1,7 @@
 #include "raft/config.h"
 
+#include "raft/membership.h"
+
 #include <algorithm>
 
 namespace dueq::raft {
@@ -13,9 +15,13 @@ bool planted_bugs_compiled() {
 }
 
 bool Config::valid() const {
-    if (id == kNoNode || voters.empty()) return false;
-    if (std::find(voters.begin(), voters.end(), id) == voters.end()) return false;
-    if (std::find(voters.begin(), voters.end(), kNoNode) != voters.end()) return false;
+    if (id == kNoNode) return false;
+    if (!voters.empty() || !learners.empty()) {
+        Membership m{voters, learners, {}};
+        std::sort(m.voters.begin(), m.voters.end());
+        std::sort(m.learners.begin(), m.learners.end());
+        if (!membership_valid(m)) return false;
+    }
     if (election_tick <= 0 || heartbeat_tick <= 0 || heartbeat_tick >= election_tick) return false;
     if (lease_read && !check_quorum) return false;
     if (lease_margin_ticks < 0 || lease_margin_ticks >= election_tick) return false;

@@ -1,9 +1,9 @@
 // Configuration of one Raft node. Everything that shapes the core's behaviour is here,
-// including the cluster membership (the one place it lives; membership change is not
-// implemented yet, so it is fixed for the life of a node).
+// including the membership it starts from (later changes travel in the log).
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -25,6 +25,11 @@ enum class PlantedBug : std::uint8_t {
     // A follower's append acknowledgement leaves before its write is durable (the core's
     // Ready::messages_before_persist holds every message).
     ack_before_persist,
+    // Membership (§4.1): each breaks one rule of single-server changes.
+    two_changes_in_flight,      // propose a change while the previous one is uncommitted
+    change_before_term_commit,  // propose a change before an entry of the term committed
+    removed_counted_in_quorum,  // a removed voter's acks still count toward commits
+    learner_counted_as_voter,   // a learner's acks count toward the voters' majority
 };
 
 // True when the planted defects (of every layer) are compiled in.
@@ -32,8 +37,15 @@ bool planted_bugs_compiled();
 
 struct Config {
     NodeId id = kNoNode;
-    // The voting members, including `id`. Fixed for now (no membership change).
+    // The membership this node starts from: the one its applied state holds, or the
+    // cluster's first one. Configuration entries in the log take over from it. Both empty:
+    // a node that joins an existing cluster and learns its membership from the leader.
     std::vector<NodeId> voters;
+    std::vector<NodeId> learners;
+    std::string directory;  // carried with that membership (Membership::directory)
+    // A learner is promoted only when its log is at most this many entries behind the
+    // leader's (else not_caught_up): a voter far behind would slow every commit.
+    std::uint64_t promote_lag = 1000;
 
     // Timing in ticks (the shell calls tick() at a fixed period, e.g. every 10 ms).
     // A follower starts an election after a random timeout in
@@ -67,7 +79,8 @@ struct Config {
 
     PlantedBug planted_bug = PlantedBug::none;
 
-    // Checks the rules above (id among voters, ticks positive, lease needs check_quorum).
+    // Checks the rules above (a well-formed membership, ticks positive, lease needs
+    // check_quorum). The node itself need not be a member: a removed one starts too.
     bool valid() const;
 };
 

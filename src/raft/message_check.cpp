@@ -1,5 +1,7 @@
 #include "raft/message_check.h"
 
+#include "raft/membership.h"
+
 namespace dueq::raft {
 
 namespace {
@@ -14,6 +16,8 @@ std::string append_problem(const Message& m) {
         if (e.index != m.index + 1 + i) return "append entries not numbered consecutively";
         if (e.term < prev_term || e.term > m.term) return "append entry term out of order";
         if (e.time < prev_time) return "append entry time goes backwards";
+        if (e.type == EntryType::config && !decode_membership(e.data.view()))
+            return "configuration entry that holds no membership";
         prev_term = e.term;
         prev_time = e.time;
     }

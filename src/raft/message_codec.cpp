@@ -56,7 +56,7 @@ bool read_entry(const msgpack::object& o, Entry& e) {
     std::uint64_t type = 0;
     std::string data;
     if (!f || !read_uint(f[0], e.term) || !read_uint(f[1], e.index) || !read_time(f[2], e.time) ||
-        !read_uint(f[3], type) || type > static_cast<std::uint64_t>(EntryType::noop) ||
+        !read_uint(f[3], type) || type > static_cast<std::uint64_t>(EntryType::config) ||
         !read_bin(f[4], data)) {
         return false;
     }

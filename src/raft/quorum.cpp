@@ -5,9 +5,14 @@
 namespace dueq::raft {
 
 std::uint64_t quorum_value(std::vector<std::uint64_t> values) {
-    if (values.empty()) return 0;
-    // Sorted descending, the majority-th value is held by at least a majority.
-    std::size_t k = majority(values.size()) - 1;
+    const std::size_t needed = majority(values.size());
+    return quorum_value(std::move(values), needed);
+}
+
+std::uint64_t quorum_value(std::vector<std::uint64_t> values, std::size_t needed) {
+    if (needed == 0 || values.size() < needed) return 0;
+    // Sorted descending, the needed-th value is held by at least `needed` of them.
+    std::size_t k = needed - 1;
     std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(k), values.end(),
                      std::greater<>());
     return values[k];

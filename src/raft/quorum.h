@@ -21,6 +21,9 @@ constexpr std::size_t majority(std::size_t n) {
 // number per voter). §3.6.2: the leader's candidate commit index is this over the match
 // indexes; it may commit it only if that entry is from the current term.
 std::uint64_t quorum_value(std::vector<std::uint64_t> values);
+// The largest value v such that at least `needed` of `values` are >= v (0 if fewer than
+// `needed` values): the same for a majority counted over another set than `values`.
+std::uint64_t quorum_value(std::vector<std::uint64_t> values, std::size_t needed);
 
 enum class VoteResult { pending, won, lost };
 

@@ -58,6 +58,7 @@ Raft::Raft(Config cfg, const LogStorage& storage)
     term_ = hs.term;
     vote_ = hs.vote;
     handed_hs_ = hard_state();
+    start_membership();
     become_follower(term_, kNoNode);
 }
 
@@ -88,6 +89,7 @@ void Raft::reset(Term term) {
     timeout_now_sent_ = false;
     reads_before_commit_.clear();
     reads_.clear();
+    removed_.clear();
 }
 
 void Raft::reset_election_timeout() {
@@ -111,14 +113,14 @@ void Raft::become_pre_candidate() {
     leader_ = kNoNode;
     election_elapsed_ = 0;
     reset_election_timeout();
-    tally_.emplace(cfg_.voters.size());
+    tally_.emplace(membership().voters.size());
 }
 
 void Raft::become_candidate() {
     reset(term_ + 1);
     vote_ = cfg_.id;  // persisted with the term before any vote request leaves (Ready)
     role_ = Role::candidate;
-    tally_.emplace(cfg_.voters.size());
+    tally_.emplace(membership().voters.size());
 }
 
 void Raft::become_leader() {
@@ -126,12 +128,7 @@ void Raft::become_leader() {
     role_ = Role::leader;
     leader_ = cfg_.id;
     Index next = log_.last_index() + 1;
-    for (NodeId p : cfg_.voters) {
-        if (p == cfg_.id) continue;
-        Progress pr(next, cfg_.max_inflight_msgs, cfg_.max_inflight_bytes);
-        pr.recent_active = true;  // give everyone an election timeout to answer
-        peers_.emplace(p, std::move(pr));
-    }
+    track_members();  // everyone gets an election timeout to answer
     // §3.6.2 / §6.4: a no-op of the new term lets the leader commit what earlier terms
     // left uncommitted, and tells it its commit index is current.
     Entry noop{term_, next, std::max(log_.last_time(), clock_ms_), EntryType::noop, {}};
@@ -156,6 +153,10 @@ void Raft::tick(Millis now_ms) {
 }
 
 void Raft::tick_election() {
+    if (!is_voter()) {
+        election_elapsed_ = 0;  // learners and removed members never campaign
+        return;
+    }
     ++election_elapsed_;
     if (election_elapsed_ >= randomized_timeout_) {
         election_elapsed_ = 0;
@@ -174,12 +175,10 @@ void Raft::tick_leader() {
         if (cfg_.check_quorum) {
             // §6.2: without a majority answering within an election timeout, another
             // leader may exist; stop acting as leader.
-            std::size_t active = 1;
-            for (auto& [id, pr] : peers_) {
-                active += pr.recent_active ? 1 : 0;
+            const bool active = quorum_active();
+            for (auto& [id, pr] : peers_)
                 pr.recent_active = false;
-            }
-            if (active < majority(cfg_.voters.size())) {
+            if (!active) {
                 become_follower(term_, kNoNode);
                 return;
             }
@@ -337,6 +336,10 @@ void Raft::advance(const Ready& rd) {
     }
     // The leader counts itself only for what is on its own disk.
     if (role_ == Role::leader && maybe_commit()) on_leader_commit();
+    // Configurations the log no longer holds are kept only as its starting one.
+    const Index base = log_.first_index() - 1;
+    while (confs_.size() > 1 && std::next(confs_.begin())->first <= base)
+        confs_.erase(confs_.begin());
 }
 
 // ---- linearizable reads
@@ -359,7 +362,8 @@ Status Raft::read_index(std::uint64_t context) {
 
 void Raft::start_read(std::uint64_t context) {
     Index index = log_.committed();
-    if (peers_.empty() || (cfg_.lease_read && lease_valid())) {
+    const bool alone = is_voter() && membership().voters.size() == 1;
+    if (alone || (cfg_.lease_read && lease_valid())) {
         read_states_.push_back({index, context});
         return;
     }
@@ -387,10 +391,12 @@ void Raft::bcast_heartbeat() {
 
 void Raft::release_confirmed_reads() {
     if (reads_.empty()) return;
-    std::vector<std::uint64_t> acked{round_};  // the leader answers its own rounds
-    for (const auto& [id, pr] : peers_)
-        acked.push_back(pr.acked_round);
-    std::uint64_t confirmed = quorum_value(std::move(acked));
+    std::vector<std::uint64_t> acked;
+    if (is_voter()) acked.push_back(round_);  // the leader answers its own rounds
+    for (const auto& [id, pr] : peers_) {
+        if (membership().is_voter(id)) acked.push_back(pr.acked_round);
+    }
+    std::uint64_t confirmed = quorum_value(std::move(acked), majority(membership().voters.size()));
     while (!reads_.empty() && reads_.front().round <= confirmed) {
         read_states_.push_back({reads_.front().index, reads_.front().context});
         reads_.pop_front();
@@ -404,15 +410,17 @@ bool Raft::lease_valid() const {
     // minus a margin for clock drift. A transfer breaks that promise on purpose.
     if (role_ != Role::leader || !cfg_.check_quorum || timeout_now_sent_) return false;
     if (transferee_ != kNoNode) return false;
+    if (!is_voter()) return false;
     std::vector<std::uint64_t> sent_ticks{tick_count_};
     for (const auto& [id, pr] : peers_) {
+        if (!membership().is_voter(id)) continue;
         std::uint64_t tick = 0;
         for (const auto& [round, t] : round_ticks_) {
             if (round == pr.acked_round) tick = t;
         }
         sent_ticks.push_back(tick);
     }
-    std::uint64_t start = quorum_value(std::move(sent_ticks));
+    std::uint64_t start = quorum_value(std::move(sent_ticks), majority(membership().voters.size()));
     if (start == 0) return false;
     auto span = static_cast<std::uint64_t>(cfg_.election_tick - cfg_.lease_margin_ticks);
     return tick_count_ < start + span;

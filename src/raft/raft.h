@@ -23,6 +23,8 @@
 //  §4.2.3 / §6.2 CheckQuorum: a leader that has not heard from a majority within an
 //        election timeout steps down; a follower that hears a leader ignores votes.
 //  §5    snapshots: installed from the leader, sent to followers behind the log.
+//  §4.1  membership: single-server changes, one at a time, each in force once in a log;
+//  §4.2.1 learners catch up without voting before they are promoted;
 //  §6.4  ReadIndex, held until the leader has committed an entry of its term;
 //  §6.4.1 optional leader lease for reads (needs CheckQuorum).
 //  §9.6  PreVote.
@@ -37,6 +39,7 @@
 #include <vector>
 
 #include "raft/config.h"
+#include "raft/membership.h"
 #include "raft/message.h"
 #include "raft/progress.h"
 #include "raft/quorum.h"
@@ -59,14 +62,25 @@ class Raft {
     // stamp log time on entries this node appends as leader.
     void tick(Millis now_ms);
 
-    // Feeds a message from a peer. Messages from nodes outside the configuration, or
-    // addressed to another node, are refused (unknown_peer) without any effect.
+    // Feeds a message from a peer. Messages addressed to another node, or claiming to
+    // come from this one, are refused (unknown_peer) without any effect. Messages from
+    // nodes outside the membership are processed (§4.1: a node learns of a change when its
+    // log does, so a new leader may not be in a lagging follower's membership yet); only
+    // voters' answers count.
     Status step(const Message& m);
 
     // Appends one entry per payload (a batch shares one round of replication). Returns
     // the index of the first. Errors: not_leader, transfer_in_progress, invalid (empty).
     Result<Index> propose(std::span<const std::string> payloads, Millis now_ms);
     Result<Index> propose(std::string payload, Millis now_ms);
+
+    // Proposes the membership `next` (§4.1): it may differ from the current one by at
+    // most one voter, and any learners. Errors: not_leader, transfer_in_progress,
+    // change_pending (the last change is not committed, or no entry of this term is),
+    // not_caught_up (a learner promoted while more than promote_lag entries behind),
+    // invalid (malformed, several voters changed, or nothing changed). A leader that
+    // removes itself leads until the change commits, then steps down.
+    Result<Index> propose_membership(Membership next, Millis now_ms);
 
     // Requests a linearizable read (§6.4). The answer comes as a ReadState with the same
     // context in a later Ready. Errors: not_leader. A read pending when the node loses
@@ -101,6 +115,11 @@ class Raft {
     NodeId leader() const { return leader_; }
     const RaftLog& log() const { return log_; }
     const Config& config() const { return cfg_; }
+    // The membership in force: the latest in the log, committed or not (§4.1).
+    const Membership& membership() const { return confs_.rbegin()->second; }
+    // The index of the entry it came from (the start's membership counts as the snapshot's).
+    Index membership_index() const { return confs_.rbegin()->first; }
+    bool is_voter() const { return membership().is_voter(cfg_.id); }
     const Progress* progress(NodeId peer) const;
     NodeId transfer_target() const { return transferee_; }
     HardState hard_state() const { return {term_, vote_, log_.committed()}; }
@@ -150,6 +169,20 @@ class Raft {
     Index self_match() const;
     void on_leader_commit();
 
+    // Membership (raft_membership.cpp)
+    void start_membership();
+    // The log changed at and after `from` to hold `entries` (a suffix may be gone).
+    void log_changed(Index from, const std::vector<Entry>& entries);
+    void restore_membership(const Snapshot& snap);
+    // Leader: one Progress per member but this node, after the membership changed.
+    void track_members();
+    // The match indexes that count toward a commit, and how many make a majority.
+    std::vector<std::uint64_t> commit_matches(std::size_t& needed) const;
+    bool quorum_active() const;
+    // The leader left the voters and the change is committed: it steps down.
+    void maybe_step_down_removed();
+    Status check_change(const Membership& next) const;
+
     // Reads (raft.cpp)
     void bcast_heartbeat();
     void start_read(std::uint64_t context);
@@ -190,6 +223,12 @@ class Raft {
     std::deque<PendingRead> reads_;
     std::uint64_t round_ = 0;  // heartbeat rounds sent, ever
     std::deque<std::pair<std::uint64_t, std::uint64_t>> round_ticks_;  // (round, tick sent)
+
+    // Configuration entries of the log (and the membership the log starts from, at the
+    // snapshot's index), by index; the last one is in force.
+    std::map<Index, Membership> confs_;
+    // Voters that a change in this term removed (only the planted defect counts them).
+    std::vector<NodeId> removed_;
 
     std::vector<Message> msgs_;
     std::vector<ReadState> read_states_;

@@ -14,10 +14,7 @@ constexpr std::uint64_t kTransferContext = 1;
 }  // namespace
 
 Status Raft::step(const Message& m) {
-    if (m.to != cfg_.id || m.from == cfg_.id ||
-        std::find(cfg_.voters.begin(), cfg_.voters.end(), m.from) == cfg_.voters.end()) {
-        return Error::unknown_peer;
-    }
+    if (m.to != cfg_.id || m.from == cfg_.id || m.from == kNoNode) return Error::unknown_peer;
     if (m.type == MessageType::snapshot && !m.snapshot) return Error::invalid;
 
     if (m.term > term_) {
@@ -112,7 +109,7 @@ void Raft::campaign(bool pre_vote, bool transfer) {
         }
         return;
     }
-    for (NodeId p : cfg_.voters) {
+    for (NodeId p : membership().voters) {
         if (p == cfg_.id) continue;
         send({.type = type,
               .to = p,
@@ -124,7 +121,7 @@ void Raft::campaign(bool pre_vote, bool transfer) {
 }
 
 void Raft::campaign_now() {
-    if (role_ != Role::leader) campaign(cfg_.pre_vote, false);
+    if (role_ != Role::leader && is_voter()) campaign(cfg_.pre_vote, false);
 }
 
 Status Raft::forget_leader() {
@@ -160,6 +157,7 @@ void Raft::handle_vote_request(const Message& m) {
 void Raft::handle_vote_response(const Message& m) {
     bool pre = m.type == MessageType::pre_vote_resp;
     if ((pre && role_ != Role::pre_candidate) || (!pre && role_ != Role::candidate)) return;
+    if (!membership().is_voter(m.from)) return;  // only voters' answers count
     tally_->record(m.from, !m.reject);
     switch (tally_->result()) {
         case VoteResult::won:
@@ -178,7 +176,7 @@ void Raft::handle_vote_response(const Message& m) {
 }
 
 void Raft::handle_timeout_now(const Message& m) {
-    if (role_ == Role::leader) return;
+    if (role_ == Role::leader || !is_voter()) return;
     (void)m;
     // §3.10: the leader chose us; skip the pre-vote (it would fail: everyone still
     // hears the leader) and run a real election that passes their leases.
@@ -190,6 +188,7 @@ Status Raft::transfer_leadership(NodeId peer) {
     if (peer == cfg_.id) return Error::invalid;
     auto it = peers_.find(peer);
     if (it == peers_.end()) return Error::unknown_peer;
+    if (!membership().is_voter(peer)) return Error::invalid;  // a learner cannot lead
     if (transferee_ == peer) return Status::ok();
     transferee_ = peer;
     transfer_elapsed_ = 0;
@@ -216,10 +215,9 @@ Index Raft::self_match() const {
 }
 
 bool Raft::maybe_commit() {
-    std::vector<std::uint64_t> matches{self_match()};
-    for (const auto& [id, pr] : peers_)
-        matches.push_back(pr.match);
-    Index candidate = quorum_value(std::move(matches));
+    std::size_t needed = 0;
+    std::vector<std::uint64_t> matches = commit_matches(needed);
+    Index candidate = quorum_value(std::move(matches), needed);
     if (candidate <= log_.committed()) return false;
     // §3.6.2 (Figure 3.7): a replica count proves nothing about an entry of an earlier
     // term; only an entry of the current term is committed by counting, and with it
@@ -239,6 +237,7 @@ void Raft::on_leader_commit() {
         for (std::uint64_t ctx : waiting)
             start_read(ctx);
     }
+    maybe_step_down_removed();
 }
 
 bool Raft::send_snapshot(NodeId peer, Progress& pr) {
@@ -246,6 +245,9 @@ bool Raft::send_snapshot(NodeId peer, Progress& pr) {
     if (snap.empty()) return false;  // nothing to send yet; retried on the next heartbeat
     Message m{.type = MessageType::snapshot, .to = peer};
     m.snapshot = snap;
+    // The membership at the snapshot's index: the newest configuration at or before it.
+    auto conf = confs_.upper_bound(snap.meta.index);
+    m.snapshot->conf = encode_membership(conf == confs_.begin() ? conf->second : std::prev(conf)->second);
     send(std::move(m));
     pr.become_snapshot(snap.meta.index);
     return true;
@@ -309,6 +311,7 @@ void Raft::handle_append(const Message& m) {
         return;
     }
     if (auto last = log_.maybe_append(m.index, m.log_term, m.commit, m.entries)) {
+        log_changed(m.index + 1, m.entries);
         resp.index = *last;  // sent only after these entries are on disk (Ready)
         send(std::move(resp));
         return;
@@ -396,6 +399,7 @@ void Raft::handle_snapshot(const Message& m) {
         // §5.3: our entry at the snapshot's index is missing or conflicts: drop the
         // whole log; the snapshot replaces it (the shell installs it before replying).
         log_.restore(*m.snapshot);
+        restore_membership(*m.snapshot);
         resp.index = meta.index;
     }
     send(std::move(resp));

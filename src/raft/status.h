@@ -14,6 +14,9 @@ enum class Error {
     unavailable,           // storage: the requested index is past the last entry
     unknown_peer,          // a message from or to a node outside the configuration
     invalid,               // an argument breaks the contract (empty proposal, self-transfer...)
+    change_pending,        // a membership change is not committed yet, or the leader has not
+                           // committed an entry of its term: one change at a time (§4.1)
+    not_caught_up,         // promoting a learner whose log is too far behind the leader's
 };
 
 constexpr std::string_view to_string(Error e) {
@@ -30,6 +33,10 @@ constexpr std::string_view to_string(Error e) {
             return "unknown_peer";
         case Error::invalid:
             return "invalid";
+        case Error::change_pending:
+            return "change_pending";
+        case Error::not_caught_up:
+            return "not_caught_up";
     }
     return "?";
 }

@@ -24,6 +24,7 @@ constexpr NodeId kNoNode = 0;
 enum class EntryType : std::uint8_t {
     normal = 0,  // a command from propose()
     noop = 1,    // appended by each new leader (§3.6.2 / §6.4: commits the prior terms)
+    config = 2,  // a membership (raft/membership.h), in force from the moment it is in a log
 };
 
 // An entry's payload. It never changes once made, so the log, each Ready, each append
@@ -92,6 +93,9 @@ struct SnapshotMeta {
 struct Snapshot {
     SnapshotMeta meta;
     std::string data;
+    // The membership at meta.index, encoded (raft/membership.h); empty when the sender
+    // did not say. The shell that receives a snapshot fills it from the snapshot's state.
+    std::string conf;
 
     bool empty() const { return meta.index == 0; }
     bool operator==(const Snapshot&) const = default;

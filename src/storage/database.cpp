@@ -84,7 +84,7 @@ std::optional<std::string_view> unseal(std::string_view record, std::string_view
 std::optional<raft::Entry> decode_log_record(std::string_view key, std::string_view value) {
     if (key.size() != 8) return std::nullopt;
     auto b = unseal(value, key);
-    if (!b || b->size() < 17 || std::uint8_t((*b)[16]) > std::uint8_t(raft::EntryType::noop))
+    if (!b || b->size() < 17 || std::uint8_t((*b)[16]) > std::uint8_t(raft::EntryType::config))
         return std::nullopt;
     return raft::Entry{get_be64(*b), get_be64(key), raft::Millis(get_be64(b->substr(8))),
                        raft::EntryType(std::uint8_t((*b)[16])), std::string(b->substr(17))};

@@ -39,6 +39,15 @@ class Cluster {
         }
     }
 
+    // A node that joins: it starts knowing no membership and learns it from the leader.
+    void add_node(NodeId id) {
+        TestNode t;
+        t.cfg.id = id;
+        t.cfg.seed = 100 + id;
+        t.raft = std::make_unique<Raft>(t.cfg, *t.storage);
+        nodes_.emplace(id, std::move(t));
+    }
+
     Raft& raft(NodeId id) { return *nodes_.at(id).raft; }
     TestNode& node(NodeId id) { return nodes_.at(id); }
     MemoryStorage& storage(NodeId id) { return *nodes_.at(id).storage; }
