@@ -1,5 +1,7 @@
 #include "sim/checker.h"
 
+#include <algorithm>
+
 #include "sim/digest.h"
 #include "sim/text.h"
 
@@ -64,7 +66,9 @@ void Checker::set_raft(NodeId id, const raft::Raft* r) {
 void Checker::on_start(NodeId id, const raft::SnapshotMeta& applied, std::uint64_t digest) {
     NodeTrack& t = track(id);
     const auto& st = *view(id).storage;
+    std::vector<NodeId> voters = std::move(t.voters);
     t = NodeTrack{};
+    t.voters = std::move(voters);
     t.term = st.hard_state().term;
     t.applied = applied.index;
     t.applied_time = applied.time;
@@ -90,7 +94,9 @@ void Checker::after_step(NodeId id) {
     if (commit < t.commit)
         fail(cat("node ", id, " commit went back from ", t.commit, " to ", commit));
 
+    t.voters = r->membership().voters;
     if (r->role() == Role::leader) {
+        if (contract_checks_) check_changes(id);
         auto [it, inserted] = leaders_.emplace(r->term(), id);
         if (!inserted && it->second != id) {
             fail(cat("two leaders in term ", r->term(), ": nodes ", it->second, " and ", id));
@@ -145,14 +151,34 @@ void Checker::check_leader_completeness(NodeId id) {
     }
 }
 
+void Checker::check_changes(NodeId id) {
+    // §4.1: a leader has at most one membership change in flight, and only once it has
+    // committed an entry of its own term (a leader whose change is still in the log from
+    // an earlier term inherited it and did not propose it).
+    const raft::Raft& r = *view(id).raft;
+    const std::vector<Index> pending = r.pending_changes();
+    if (pending.size() > 1)
+        fail(cat("leader ", id, " of term ", r.term(), " has ", pending.size(),
+                 " membership changes in flight (indexes ", pending[0], " and ", pending[1], ")"));
+    for (Index i : pending) {
+        if (r.log().term_or_zero(i) == r.term() &&
+            r.log().term_or_zero(r.log().committed()) != r.term())
+            fail(cat("leader ", id, " proposed the membership change at ", i, " in term ",
+                     r.term(), " before committing an entry of that term"));
+    }
+}
+
 void Checker::check_commit_safe(NodeId id, Index index) {
     // The moment an entry is committed, no node that lacks it may be able to win an
-    // election: votes from a majority whose (durable) logs are not more up-to-date than
-    // its own. This sees a Figure 8 commit before anybody exploits it.
+    // election: votes from a majority of the voters it knows of, whose (durable) logs are
+    // not more up-to-date than its own. This sees a Figure 8 commit before anybody
+    // exploits it, and a commit counted with the wrong voters (a learner, a removed one).
     Term term = committed_term(index);
     if (term == 0) return;
-    std::size_t quorum = nodes_.size() / 2 + 1;
     for (const auto& x : nodes_) {
+        const std::vector<NodeId>& x_voters = track(x.id).voters;
+        if (std::find(x_voters.begin(), x_voters.end(), x.id) == x_voters.end()) continue;
+        const std::size_t quorum = x_voters.size() / 2 + 1;
         std::vector<LastEntry> candidates;
         if (!durable_holds(*x.storage, index, term)) candidates.push_back(durable_last(*x.storage));
         if (x.raft && !memory_holds(*x.raft, index, term)) {
@@ -160,8 +186,10 @@ void Checker::check_commit_safe(NodeId id, Index index) {
         }
         for (LastEntry c : candidates) {
             std::size_t voters = 0;
-            for (const auto& v : nodes_)
+            for (const auto& v : nodes_) {
+                if (std::find(x_voters.begin(), x_voters.end(), v.id) == x_voters.end()) continue;
                 voters += at_least_as_up_to_date(c, durable_last(*v.storage)) ? 1 : 0;
+            }
             if (voters >= quorum) {
                 fail(cat("unsafe commit: leader ", id, " committed index ", index, " (term ", term,
                          ") but node ", x.id, " lacks it and could win an election with log (",

@@ -63,6 +63,9 @@ class Checker {
         raft::Index applied = 0;
         raft::Millis applied_time = 0;
         bool fresh = true;  // just (re)started: no history in this life yet
+        // The voters of the membership it last used (kept while it is down: it comes
+        // back with the same log, so with the same membership or a later one).
+        std::vector<raft::NodeId> voters;
     };
     struct Applied {
         raft::Term term;
@@ -86,6 +89,7 @@ class Checker {
     void record_commit(raft::NodeId id, raft::Index from, raft::Index to);
     void check_leader_completeness(raft::NodeId id);
     void check_commit_safe(raft::NodeId id, raft::Index index);
+    void check_changes(raft::NodeId id);
 
     std::vector<NodeView> nodes_;
     std::map<raft::NodeId, NodeTrack> tracks_;

@@ -52,7 +52,7 @@ class Cluster::ClientReply final : public node::Replier {
 };
 
 int Cluster::leader_guess() {
-    auto n = static_cast<std::uint64_t>(opts_.nodes);
+    auto n = static_cast<std::uint64_t>(slots());
     const Node& hint = *nodes_[leader_hint_];
     if (hint.up && hint.shell->is_leader()) return leader_hint_;
     // Ask a random node; follow its redirect if it knows a leader (as a client would).
@@ -131,6 +131,7 @@ void Cluster::on_answer(std::size_t client, const shell::Outcome& o) {
         const std::string* key = key_of(*o.command);
         if (key && !removes_key(*o.command) && o.result->hlc > removed_hlc_[*key]) {
             auto& floor = autonomous_writes_[*key];
+            if (o.result->hlc >= floor) autonomous_writer_[*key] = c.node;
             floor = std::max(floor, o.result->hlc);
             trace("n%llu autonomous write %s hlc %llu", (unsigned long long)nodes_[c.node]->id,
                   key->c_str(), (unsigned long long)o.result->hlc);

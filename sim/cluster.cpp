@@ -28,6 +28,7 @@ std::string replay_command(const SimOptions& o) {
     if (o.fault_ms != SimOptions{}.fault_ms) os << " --fault-ms " << o.fault_ms;
     if (o.planted != node::PlantedDefects{}) os << " --plant " << testing::planted_name(o.planted);
     if (!o.contract_checks) os << " --no-contract-checks";
+    if (o.membership >= 0) os << " --membership " << (o.membership ? "on" : "off");
     os << " --trace";
     return os.str();
 }
@@ -80,11 +81,17 @@ Cluster::Cluster(const SimOptions& opts)
         slow_disk_rate_ = rng_.uniform(0, 50) / 1000.0;
         transfer_rate_ = rng_.uniform(0, 20) / 1000.0;
     }
-    const auto n = static_cast<std::size_t>(opts.nodes);
+    // Not from rng_ either: membership changes in half the seeds, with spare machines.
+    membership_changes_ = opts.membership < 0 ? (((opts.seed * 0xA24BAED4963EE407ULL) >> 37) & 1)
+                                              : opts.membership > 0;
+    member_rng_ = raft::Random(opts.seed ^ 0x6d656d62ULL);
+    if (membership_changes_) membership_rate_ = member_rng_.uniform(20, 150) / 1000.0;
+    const int spares = membership_changes_ ? 2 : 0;
+    const auto n = static_cast<std::size_t>(opts.nodes + spares);
     blocked_.assign(n, std::vector<bool>(n, false));
     link_up_.assign(n, std::vector<bool>(n, false));
     std::vector<NodeView> views;
-    for (int k = 0; k < opts.nodes; ++k) {
+    for (int k = 0; k < opts.nodes + spares; ++k) {
         auto node = std::make_unique<Node>(*this, k);
         if (opts.faults) {
             node->rate = 1.0 + (static_cast<double>(rng_.uniform(0, 100)) - 50.0) / 1000.0;  // ±5%
@@ -106,6 +113,7 @@ Cluster::Cluster(const SimOptions& opts)
                   (unsigned long long)image.meta.index);
         };
         node->disk = std::make_unique<SimDisk>(std::move(dh));
+        node->joined = k < opts.nodes;
         views.push_back({node->id, &node->disk->durable().log, nullptr});
         nodes_.push_back(std::move(node));
     }
@@ -119,8 +127,11 @@ shell::ShellConfig Cluster::node_config(int k) const {
     shell::ShellConfig sc;
     raft::Config& c = sc.raft;
     c.id = nodes_[k]->id;
-    for (const auto& n : nodes_)
-        c.voters.push_back(n->id);
+    // The first members; a spare starts knowing none and learns them from the leader.
+    if (k < opts_.nodes) {
+        for (int j = 0; j < opts_.nodes; ++j)
+            c.voters.push_back(nodes_[j]->id);
+    }
     c.election_tick = 10;
     c.heartbeat_tick = heartbeat_tick_;
     c.lease_read = lease_read_;
@@ -130,7 +141,6 @@ shell::ShellConfig Cluster::node_config(int k) const {
     c.snapshot_threshold = snapshot_threshold_;
     c.seed = opts_.seed * 7919 + c.id * 104729 + nodes_[k]->incarnation;
     c.planted_bug = opts_.planted.core;
-    sc.members = nodes_.size();
     sc.proposal_timeout_ms = 300;
     sc.campaign_step_ms = 10 * heartbeat_tick_;
     sc.log_keep = keep_entries_;
@@ -199,7 +209,7 @@ void Cluster::start_node(int k) {
     node::AutonomySettings as;
     as.after_ms = 300;  // 3 election timeouts
     as.self = n.id;
-    as.members = nodes_.size();
+    as.members = static_cast<std::size_t>(opts_.nodes);
     as.merge_batch = 8;
     as.merge_resend_ms = 300;
     as.max_waiting_takes = 64;
@@ -240,7 +250,7 @@ void Cluster::crash_node(int k) {
     n.shell.reset();
     n.sendable.reset();
     n.disk->crash(keep);
-    for (int j = 0; j < opts_.nodes; ++j)
+    for (int j = 0; j < slots(); ++j)
         if (j != k) set_link(k, j, false);
     ++stats_.crashes;
     if (keep > 0 && keep < unsynced) ++stats_.torn_crashes;
@@ -253,7 +263,10 @@ void Cluster::pump(int k) {
     n.shell->process_ready();
     if (n.up) {
         checker_->after_step(n.id);
-        if (n.shell->is_leader()) leader_hint_ = k;
+        if (n.shell->is_leader()) {
+            leader_hint_ = k;
+            after_leader_step(k);
+        }
     }
 }
 
@@ -304,7 +317,7 @@ void Cluster::on_apply(int k, const raft::Entry& e, const queue::Command* cmd,
 // blocked link or a drop loses them, and the sender sends them again.
 void Cluster::send_merges(int from, raft::NodeId leader, const std::vector<queue::Merge>& merges) {
     const int to = static_cast<int>(leader - 1);
-    if (to < 0 || to >= opts_.nodes || !link_up_[from][to]) return;
+    if (to < 0 || to >= slots() || !link_up_[from][to]) return;
     if (!healed_ && (blocked_[from][to] || rng_.chance(drop_))) return;
     merge_slots_[next_merge_slot_] = {from, merges};
     schedule(now_ + link_latency_us_, EventKind::merges, to, next_merge_slot_++);
@@ -400,8 +413,8 @@ void Cluster::set_link(int a, int b, bool up) {
 
 void Cluster::check_links() {
     // The mesh's view: a link is up while both ends run and messages pass both ways.
-    for (int a = 0; a < opts_.nodes; ++a)
-        for (int b = a + 1; b < opts_.nodes; ++b)
+    for (int a = 0; a < slots(); ++a)
+        for (int b = a + 1; b < slots(); ++b)
             set_link(a, b, nodes_[a]->up && nodes_[b]->up && !blocked_[a][b] && !blocked_[b][a]);
     schedule(now_ + kLinkCheckUs, EventKind::link_check, 0);
 }
@@ -428,7 +441,7 @@ void Cluster::dispatch(const Event& ev) {
             if (n.up && ev.arg == n.incarnation) flush_disk(k);
             return;
         case EventKind::restart:
-            if (!n.up && ev.arg == n.incarnation) {
+            if (!n.up && !n.retired && ev.arg == n.incarnation) {
                 start_node(k);
                 pump(k);
             }

@@ -85,6 +85,9 @@ class Cluster {
         std::shared_ptr<const StoreImage> sendable;  // the checkpoint the log starts from
         StoreDigest digest;
         bool up = false;
+        bool joined = true;    // a spare (membership changes) starts once it is added
+        bool retired = false;  // removed, or its machine lost for good: never starts again
+        raft::Term led_term = 0;  // the last term this node was seen to lead
         std::uint64_t incarnation = 0;
         bool slow_disk = false;
         double rate = 1.0;           // clock speed relative to simulated time
@@ -135,6 +138,18 @@ class Cluster {
     void set_link(int a, int b, bool up);
     void check_links();
     void trace(const char* fmt, ...) const;
+
+    // membership changes (membership.cpp)
+    int slots() const { return static_cast<int>(nodes_.size()); }
+    // After node k's step: a node that leads a new term may try a change at once; nodes a
+    // committed membership left out stop for good.
+    void after_leader_step(int k);
+    void change_membership(int k);
+    void retire(int k);
+    // Proposes on leader k the removal of `id`, a member lost for good.
+    void remove_lost(int k, raft::NodeId id);
+    // The member ids of the leader's membership; every slot when there is no leader.
+    bool in_membership(const shell::RaftShell& leader, int k) const;
 
     // faults, workload, liveness (workload.cpp)
     void chaos();
@@ -188,6 +203,10 @@ class Cluster {
     std::int64_t state_write_ms_ = 0;
     double crash_rate_ = 0, partition_rate_ = 0, slow_disk_rate_ = 0, transfer_rate_ = 0;
     double torn_rate_ = 0;
+    bool membership_changes_ = false;
+    double membership_rate_ = 0;
+    raft::Random member_rng_{0};  // membership changes: their own stream
+    raft::Index changes_seen_ = 0;  // the last committed configuration counted
     bool healed_ = false;
     std::uint64_t healed_at_ = 0;
 
@@ -204,6 +223,9 @@ class Cluster {
     // key was last removed or done (then its history starts over: a put that re-creates
     // it is stamped afresh). G4, checked at the end: the key's hlc is at least that.
     std::map<std::string, std::uint64_t> autonomous_writes_;
+    // Per key, the node that answered the write autonomous_writes_ holds: a node removed
+    // (or lost for good) before it merged takes its writes with it (docs/autonomy.md).
+    std::map<std::string, int> autonomous_writer_;
     std::map<std::string, std::uint64_t> removed_hlc_;  // per key, the newest removal's stamp
     // Per node, the stamp its current fork last gave each key, in the order it answered:
     // per key, stamps only grow (docs/autonomy.md), past the fork's own deletions too.

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -40,7 +41,8 @@ void print_stats(const dueq::sim::SimStats& s) {
         "  leases %llu (abandoned %llu), leader terms %llu, crashes %llu (torn %llu),\n"
         "  partitions %llu, links down %llu, snapshots sent %llu, live %llu ms after heal,\n"
         "  client disconnects %llu, sessions released %llu, blocking takes timed out %llu,\n"
-        "  answered in autonomous mode %llu, merged %llu (%llu became the task)\n",
+        "  answered in autonomous mode %llu, merged %llu (%llu became the task),\n"
+        "  membership changes committed %llu\n",
         (unsigned long long)s.sim_ms, (unsigned long long)s.events, (unsigned long long)s.messages,
         (unsigned long long)s.proposed, (unsigned long long)s.acked, (unsigned long long)s.reads,
         (unsigned long long)s.leases, (unsigned long long)s.abandoned,
@@ -50,7 +52,7 @@ void print_stats(const dueq::sim::SimStats& s) {
         (unsigned long long)s.heal_to_live_ms, (unsigned long long)s.disconnects,
         (unsigned long long)s.sessions_released, (unsigned long long)s.blocking_timeouts,
         (unsigned long long)s.autonomous_answers, (unsigned long long)s.merged,
-        (unsigned long long)s.merges_taken_over);
+        (unsigned long long)s.merges_taken_over, (unsigned long long)s.membership_changes);
 }
 
 int run_one(SimOptions o) {
@@ -96,6 +98,7 @@ int run_sweep(SimOptions base, std::uint64_t start, std::uint64_t seeds,
         total.autonomous_answers += r.stats.autonomous_answers;
         total.merged += r.stats.merged;
         total.merges_taken_over += r.stats.merges_taken_over;
+        total.membership_changes += r.stats.membership_changes;
         total.heal_to_live_ms = std::max(total.heal_to_live_ms, r.stats.heal_to_live_ms);
         if (!r.ok) {
             ++failures;
@@ -126,7 +129,8 @@ int run_sweep(SimOptions base, std::uint64_t start, std::uint64_t seeds,
         "  leader terms %llu, crashes %llu (torn %llu), partitions %llu, links down %llu,\n"
         "  snapshots sent %llu, client disconnects %llu, sessions released %llu,\n"
         "  blocking takes timed out %llu, slowest recovery after healing %llu ms,\n"
-        "  answered in autonomous mode %llu, merged %llu (%llu became the task)\n",
+        "  answered in autonomous mode %llu, merged %llu (%llu became the task),\n"
+        "  membership changes committed %llu\n",
         (unsigned long long)total.events, (unsigned long long)total.acked,
         (unsigned long long)total.leases, (unsigned long long)total.abandoned,
         (unsigned long long)total.reads, (unsigned long long)total.elections,
@@ -135,7 +139,8 @@ int run_sweep(SimOptions base, std::uint64_t start, std::uint64_t seeds,
         (unsigned long long)total.snapshots_sent, (unsigned long long)total.disconnects,
         (unsigned long long)total.sessions_released, (unsigned long long)total.blocking_timeouts,
         (unsigned long long)total.heal_to_live_ms, (unsigned long long)total.autonomous_answers,
-        (unsigned long long)total.merged, (unsigned long long)total.merges_taken_over);
+        (unsigned long long)total.merged, (unsigned long long)total.merges_taken_over,
+        (unsigned long long)total.membership_changes);
     return failures == 0 ? 0 : 1;
 }
 
@@ -158,6 +163,10 @@ int main(int argc, char** argv) {
     run->add_flag("--no-faults", no_faults, "no faults at all");
     run->add_option("--fault-ms", o.fault_ms, "simulated ms of faults before healing");
     run->add_flag("--trace", o.trace, "print every event to stderr");
+    const std::map<std::string, int> membership_choices{{"seed", -1}, {"off", 0}, {"on", 1}};
+    run->add_option("--membership", o.membership,
+                    "membership changes: seed (half the seeds, by the seed), on or off")
+        ->transform(CLI::CheckedTransformer(membership_choices));
     bool no_contract = false;
     run->add_flag("--no-contract-checks", no_contract,
                   "check only consequences, not the core's contract");
@@ -177,6 +186,9 @@ int main(int argc, char** argv) {
     sweep->add_flag("--no-contract-checks", no_contract,
                     "check only consequences, not the core's contract");
     sweep->add_option("--progress", progress_s, "seconds between progress lines (stderr)");
+    sweep->add_option("--membership", o.membership,
+                      "membership changes: seed (half the seeds, by the seed), on or off")
+        ->transform(CLI::CheckedTransformer(membership_choices));
 
     std::uint64_t batch = 1, entries = 200000;
     auto* bench = app.add_subcommand("bench", "entries committed per second, 3 nodes, no faults");

@@ -24,6 +24,9 @@ struct SimOptions {
     // diverging state machines, lost acknowledged commands...), to show that a broken
     // contract is caught by what it breaks, too.
     bool contract_checks = true;
+    // Membership changes (sim/membership.cpp): learners added, promoted, members removed
+    // (the leader too) and machines lost for good. -1: in half the seeds, by the seed.
+    int membership = -1;
 };
 
 struct SimStats {
@@ -48,6 +51,7 @@ struct SimStats {
     std::uint64_t autonomous_answers = 0;  // answered by nodes in autonomous mode
     std::uint64_t merged = 0;              // writes of autonomous mode merged (all nodes)
     std::uint64_t merges_taken_over = 0;   // ... that became the task
+    std::uint64_t membership_changes = 0;  // membership changes committed
 };
 
 struct SimResult {

@@ -22,7 +22,7 @@ std::string payload(std::uint64_t n) {
 
 void Cluster::chaos() {
     if (healed_) return;
-    const int n = opts_.nodes;
+    const int n = slots();
     if (rng_.chance(crash_rate_)) {
         int k = static_cast<int>(rng_.uniform(0, static_cast<std::uint64_t>(n - 1)));
         if (nodes_[k]->up) {
@@ -34,6 +34,16 @@ void Cluster::chaos() {
     if (rng_.chance(partition_rate_)) partition();
     for (auto& node : nodes_)
         if (rng_.chance(slow_disk_rate_)) node->slow_disk = !node->slow_disk;
+    if (membership_changes_ && member_rng_.chance(membership_rate_)) {
+        int leader = -1;  // the newest: a deposed leader may not know it yet
+        for (int k = 0; k < n; ++k) {
+            const Node& node = *nodes_[k];
+            if (node.up && node.shell->is_leader() &&
+                (leader < 0 || node.shell->raft().term() > nodes_[leader]->shell->raft().term()))
+                leader = k;
+        }
+        if (leader >= 0) change_membership(leader);
+    }
     if (rng_.chance(transfer_rate_)) {
         for (int k = 0; k < n; ++k) {
             Node& node = *nodes_[k];
@@ -52,7 +62,7 @@ void Cluster::chaos() {
 }
 
 void Cluster::partition() {
-    const int n = opts_.nodes;
+    const int n = slots();
     ++partition_gen_;
     ++stats_.partitions;
     for (auto& row : blocked_)
@@ -108,9 +118,9 @@ void Cluster::heal() {
     trace("HEAL: no more faults");
     for (auto& row : blocked_)
         row.assign(row.size(), false);
-    for (int k = 0; k < opts_.nodes; ++k) {
+    for (int k = 0; k < slots(); ++k) {
         nodes_[k]->slow_disk = false;
-        if (!nodes_[k]->up) {
+        if (!nodes_[k]->up && nodes_[k]->joined && !nodes_[k]->retired) {
             start_node(k);
             pump(k);
         }
@@ -121,12 +131,9 @@ void Cluster::heal() {
 bool Cluster::cluster_live(std::string* why) {
     std::ostringstream os;
     int leader = -1;
-    for (int k = 0; k < opts_.nodes; ++k) {
+    for (int k = 0; k < slots(); ++k) {
         const Node& n = *nodes_[k];
-        if (!n.up || n.shell->busy() || n.disk->busy()) {
-            *why = "a node is down or busy";
-            return false;
-        }
+        if (!n.up) continue;
         if (n.shell->is_leader()) {
             if (leader >= 0) {
                 *why = "two nodes think they lead";
@@ -140,6 +147,21 @@ bool Cluster::cluster_live(std::string* why) {
         return false;
     }
     const shell::RaftShell& l = *nodes_[leader]->shell;
+    // Every member counts; a spare that was never added or a removed node does not. A
+    // member whose machine is lost for good is removed, as the runbook's last step.
+    for (int k = 0; k < slots(); ++k) {
+        const Node& n = *nodes_[k];
+        if (!in_membership(l, k)) continue;
+        if (n.retired) {
+            remove_lost(leader, n.id);
+            *why = "a member lost for good is not removed yet";
+            return false;
+        }
+        if (!n.up || n.shell->busy() || n.disk->busy()) {
+            *why = "a node is down or busy";
+            return false;
+        }
+    }
     // After healing, a write must get through, and the log time must pass every lease
     // a client abandoned (then G2 can be checked).
     if (!marker_acked_) {
@@ -155,6 +177,7 @@ bool Cluster::cluster_live(std::string* why) {
         return false;
     }
     for (const auto& node : nodes_) {
+        if (!in_membership(l, node->k)) continue;
         const shell::RaftShell& s = *node->shell;
         if (s.raft().leader() != l.raft().id() || s.raft().term() != l.raft().term()) {
             os << "node " << node->id << " does not follow leader " << l.raft().id();
@@ -173,6 +196,7 @@ bool Cluster::cluster_live(std::string* why) {
         return false;
     }
     for (const auto& node : nodes_) {
+        if (!in_membership(l, node->k)) continue;
         if (node->autonomy->mode() != node::Autonomy::Mode::normal ||
             node->autonomy->overlay_size() > 0) {
             os << "node " << node->id << " is " << node::to_string(node->autonomy->mode())
@@ -187,7 +211,11 @@ bool Cluster::cluster_live(std::string* why) {
 void Cluster::check_live() {
     std::string why;
     if (cluster_live(&why)) {
+        auto lead = std::find_if(nodes_.begin(), nodes_.end(),
+                                 [](const auto& n) { return n->up && n->shell->is_leader(); });
+        const shell::RaftShell& leader = *(*lead)->shell;  // cluster_live found it
         for (const auto& n : nodes_) {
+            if (!in_membership(leader, n->k)) continue;
             history_->check_final(n->id, n->shell->store(), n->shell->applied().index,
                                   queue::Millis(n->shell->applied().time));
             stats_.merged += n->autonomy->totals().merged;
@@ -196,8 +224,9 @@ void Cluster::check_live() {
         // G4: a write answered in autonomous mode is lost only to a newer write of its
         // key. A removal (deletion or finish) as new as the write ended its judgement
         // (key_removed); without one, the key must still be there.
-        const queue::Store& store = nodes_[0]->shell->store();
+        const queue::Store& store = leader.store();
         for (const auto& [key, hlc] : autonomous_writes_) {
+            if (nodes_[autonomous_writer_[key]]->retired) continue;
             auto t = store.get(kQueue, key);
             if (!t || t->hlc < hlc)
                 return checker_->fail("G4: a write of " + kQueue + "/" + key +

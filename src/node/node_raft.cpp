@@ -24,7 +24,6 @@ shell::ShellConfig Node::shell_config() const {
     rc.snapshot_threshold = config_.raft.snapshot_entries;
     rc.seed = std::uint64_t(now_ms()) ^ (raft_id_ << 32);
     rc.planted_bug = planted_.core;
-    sc.members = std::max<std::size_t>(1, config_.members.size());
     sc.proposal_timeout_ms = config_.raft.proposal_timeout_ms;
     sc.campaign_step_ms = config_.raft.heartbeat_ms;
     sc.log_keep = config_.log_keep;

@@ -118,6 +118,14 @@ void Store::drain_changes(
     impl_->drain_changes(fn);
 }
 
+const std::string& Store::membership() const {
+    return impl_->membership;
+}
+
+void Store::set_membership(std::string encoded) {
+    impl_->membership = std::move(encoded);
+}
+
 std::string Store::encode_meta() const {
     return detail::encode_meta(*impl_);
 }

@@ -205,6 +205,10 @@ class Store {
     // Store-wide state that is not a task (next lease id, declared queue settings,
     // late_share counters), encoded; written beside the tasks at each applied index.
     std::string encode_meta() const;
+    // The Raft group's membership, as the last applied configuration entry holds it
+    // (raft::encode_membership; empty: none applied). Kept with the store-wide state.
+    const std::string& membership() const;
+    void set_membership(std::string encoded);
     // Every task, encoded (for a snapshot of the whole store).
     // A Loader (store_loader.h) rebuilds a store from encode_meta() and the encoded tasks
     // drain_changes() or for_each_task() produced.

@@ -157,6 +157,10 @@ struct StoreState {
     StoreLimits limits;
     StoreDefect planted = StoreDefect::none;  // set only in DUEQ_PLANTED_BUGS builds
     DeclaredSettings declared_defaults;  // Declare of kDefaultsQueue; persisted in meta
+    // The group's membership as the last configuration entry applied left it (encoded by
+    // the Raft layer; the store only keeps it): persisted in meta, so that it travels with
+    // the applied state, in snapshots too.
+    std::string membership;
 
     std::map<std::string, std::unique_ptr<Queue>, std::less<>> queues_by_name;
     std::vector<Queue*> queues;  // by id; ids are local (not persisted)

@@ -97,6 +97,7 @@ bool StoreState::load_meta(std::string_view encoded) {
     now = std::max(now, std::min(m->now, kMaxTime));
     next_lease = std::max(next_lease, m->next_lease);
     declared_defaults = m->defaults;
+    membership = std::move(m->membership);
     for (Queue* q : queues)
         recompute_settings(*q);
     for (auto& dq : m->queues) {

@@ -152,7 +152,7 @@ std::string encode_meta(const StoreState& s) {
     std::string out;
     StringSink sink{out};
     Packer p(sink);
-    p.pack_array(5);
+    p.pack_array(6);
     p.pack(kMetaFormat);
     p.pack(s.fork ? s.fork->now : s.now);
     p.pack(s.fork ? s.fork->next_lease : s.next_lease);
@@ -169,6 +169,7 @@ std::string encode_meta(const StoreState& s) {
     p.pack_array(6);  // the declared defaults (older metas end before them)
     pack_declared(p, s.declared_defaults);
     pack_optional(p, s.declared_defaults.autonomous);
+    pack_bytes(p, s.membership);  // older metas end before it
     return out;
 }
 
@@ -177,7 +178,7 @@ std::optional<DecodedMeta> decode_meta(std::string_view encoded) {
     if (!oh) return std::nullopt;
     std::uint32_t n = 0;
     const msgpack::object* a = array_items(oh->get(), &n);
-    if (n != 4 && n != 5) return std::nullopt;
+    if (n < 4 || n > 6) return std::nullopt;
     std::uint64_t format = 0;
     DecodedMeta m;
     if (!read_uint(a[0], 255, &format) || format != kMetaFormat) return std::nullopt;
@@ -188,7 +189,10 @@ std::optional<DecodedMeta> decode_meta(std::string_view encoded) {
     m.queues.resize(nq);
     for (std::uint32_t i = 0; i < nq; ++i)
         if (!decode_queue(qs[i], &m.queues[i])) return std::nullopt;
-    if (n == 5 && !decode_defaults(a[4], &m.defaults)) return std::nullopt;
+    if (n >= 5 && !decode_defaults(a[4], &m.defaults)) return std::nullopt;
+    std::string_view membership;
+    if (n >= 6 && !read_bytes(a[5], &membership)) return std::nullopt;
+    m.membership = std::string(membership);
     return m;
 }
 

@@ -43,6 +43,7 @@ struct DecodedMeta {
     LeaseId next_lease = 0;
     std::vector<DecodedQueue> queues;
     DeclaredSettings defaults;
+    std::string membership;
 };
 std::optional<DecodedMeta> decode_meta(std::string_view encoded);
 // While forked, the committed state's values: a fork's are never written as applied

@@ -153,14 +153,17 @@ void Raft::tick(Millis now_ms) {
 }
 
 void Raft::tick_election() {
-    if (!is_voter()) {
-        election_elapsed_ = 0;  // learners and removed members never campaign
-        return;
-    }
     ++election_elapsed_;
     if (election_elapsed_ >= randomized_timeout_) {
         election_elapsed_ = 0;
-        campaign(cfg_.pre_vote, false);
+        if (is_voter()) {
+            campaign(cfg_.pre_vote, false);
+        } else {
+            // Learners and removed members never campaign, but they stop honouring a
+            // leader they no longer hear (in_lease), so that they answer votes: a learner
+            // may be a voter in the candidate's log already.
+            leader_ = kNoNode;
+        }
     }
 }
 

@@ -78,8 +78,9 @@ class Raft {
     // most one voter, and any learners. Errors: not_leader, transfer_in_progress,
     // change_pending (the last change is not committed, or no entry of this term is),
     // not_caught_up (a learner promoted while more than promote_lag entries behind),
-    // invalid (malformed, several voters changed, or nothing changed). A leader that
-    // removes itself leads until the change commits, then steps down.
+    // invalid (malformed, several voters changed, nothing changed, a new node made a voter
+    // without being a learner first, or the leader of two voters removing itself). A
+    // leader that removes itself leads until the change commits, then steps down.
     Result<Index> propose_membership(Membership next, Millis now_ms);
 
     // Requests a linearizable read (§6.4). The answer comes as a ReadState with the same
@@ -120,6 +121,8 @@ class Raft {
     // The index of the entry it came from (the start's membership counts as the snapshot's).
     Index membership_index() const { return confs_.rbegin()->first; }
     bool is_voter() const { return membership().is_voter(cfg_.id); }
+    // Indexes of the configuration entries in the log that are not committed yet.
+    std::vector<Index> pending_changes() const;
     const Progress* progress(NodeId peer) const;
     NodeId transfer_target() const { return transferee_; }
     HardState hard_state() const { return {term_, vote_, log_.committed()}; }

@@ -33,6 +33,13 @@ void Raft::start_membership() {
     }
 }
 
+std::vector<Index> Raft::pending_changes() const {
+    std::vector<Index> out;
+    for (auto it = confs_.upper_bound(log_.committed()); it != confs_.end(); ++it)
+        out.push_back(it->first);
+    return out;
+}
+
 void Raft::log_changed(Index from, const std::vector<Entry>& entries) {
     const std::vector<NodeId> voters_before = membership().voters;
     const Index last = log_.last_index();
@@ -138,6 +145,11 @@ Status Raft::check_change(const Membership& next) const {
     }
     const Membership& now = membership();
     if (next == now || voters_changed(now, next) > 1) return Error::invalid;
+    // The leader of two voters must not remove itself: if it lost its lead before the
+    // change commits, it would hold the only copy of a membership in which it cannot
+    // campaign, while the other voter's log (without it) needs its vote, which the longer
+    // log refuses. Transfer the leadership first; the new leader removes the old one.
+    if (now.voters.size() == 2 && !next.is_voter(cfg_.id)) return Error::invalid;
     for (NodeId id : next.voters) {
         if (now.is_voter(id)) continue;
         // §4.2.1: only a learner that has caught up becomes a voter.

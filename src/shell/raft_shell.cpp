@@ -36,9 +36,30 @@ std::optional<std::string> RaftShell::start(const storage::Loaded& loaded,
     replay_until_ = loaded.base.index + loaded.entries.size();
     if (replay_until_ <= applied_.index) replay_until_ = 0;
     applied_.time = std::max<raft::Millis>(applied_.time, raft::Millis(loaded.applied_time));
-    raft_ = std::make_unique<raft::Raft>(cfg_.raft, log_);
-    if (cfg_.members <= 1) raft_->campaign_now();  // alone: no one to wait for
+    raft_ = std::make_unique<raft::Raft>(raft_config(), log_);
+    if (raft_->is_voter() && raft_->membership().voters.size() == 1)
+        raft_->campaign_now();  // alone: no one to wait for
+    notice_membership();
     return std::nullopt;
+}
+
+raft::Config RaftShell::raft_config() const {
+    raft::Config rc = cfg_.raft;
+    if (auto m = raft::decode_membership(store_->membership())) {
+        rc.voters = m->voters;
+        rc.learners = m->learners;
+        rc.directory = m->directory;
+    }
+    return rc;
+}
+
+void RaftShell::notice_membership() {
+    const raft::Index at = raft_->membership_index();
+    const bool committed = raft_->log().committed() >= at;
+    if (at == noticed_conf_ && committed == noticed_committed_) return;
+    noticed_conf_ = at;
+    noticed_committed_ = committed;
+    if (hooks_.membership_changed) hooks_.membership_changed();
 }
 
 bool RaftShell::planted(ShellDefect d) const {
@@ -56,10 +77,11 @@ void RaftShell::fail(const std::string& message) {
 }
 
 bool RaftShell::reaches_quorum() const {
-    std::size_t reached = 1;
-    for (raft::NodeId id : cfg_.raft.voters)
-        if (id != cfg_.raft.id && transport_.connected(id)) ++reached;
-    return 2 * reached > cfg_.members;
+    const auto& voters = raft_->membership().voters;
+    std::size_t reached = 0;
+    for (raft::NodeId id : voters)
+        if (id == cfg_.raft.id || transport_.connected(id)) ++reached;
+    return 2 * reached > voters.size();
 }
 
 void RaftShell::answer(Proposal& p, Code code, const std::string& message) {
@@ -105,18 +127,42 @@ raft::Index RaftShell::propose(queue::Command cmd, std::int64_t now, Done done) 
         p.done = nullptr;
     }
     p.term = raft_->term();
+    track(index.value(), std::move(p));
+    return index.value();
+}
+
+raft::Index RaftShell::propose_membership(raft::Membership next, std::int64_t now, Done done) {
+    now_ = std::max(now_, now);
+    Proposal p{0, now + cfg_.proposal_timeout_ms, std::move(done), raft::EntryType::config};
+    auto index = raft_->propose_membership(std::move(next), raft::Millis(now));
+    if (!index) {
+        const raft::Error e = index.error();
+        // A malformed change is the caller's; the rest pass (a pending change commits, a
+        // learner catches up, a transfer ends) and may be retried.
+        answer(p,
+               e == raft::Error::not_leader ? Code::not_leader
+               : e == raft::Error::invalid  ? Code::bad_request
+                                            : Code::unavailable,
+               std::string(raft::to_string(e)));
+        return 0;
+    }
+    p.term = raft_->term();
+    track(index.value(), std::move(p));
+    return index.value();
+}
+
+void RaftShell::track(raft::Index index, Proposal p) {
     // Ours from an earlier term at this index or after: this node's log was cut below
     // them, but another replica may still hold them and commit them as a later leader.
-    while (!proposals_.empty() && proposals_.back().first >= index.value()) {
+    while (!proposals_.empty() && proposals_.back().first >= index) {
         Proposal old = std::move(proposals_.back().second);
         proposals_.pop_back();
         answer(old, Code::timeout,
                "leadership changed before this was seen to commit; it may or may not be "
                "applied");
     }
-    proposals_.emplace_back(index.value(), std::move(p));
+    proposals_.emplace_back(index, std::move(p));
     if (hooks_.schedule) hooks_.schedule();
-    return index.value();
 }
 
 raft::Status RaftShell::read_index(std::uint64_t context) {
@@ -168,7 +214,11 @@ std::string RaftShell::step(raft::NodeId from, const raft::Message& m) {
 bool RaftShell::step_snapshot(const raft::Message& m, std::unique_ptr<queue::Store> store) {
     // The records were checked before the core hears of the snapshot: once it has
     // accepted one, there is no going back to the old state.
-    raft_->step(m);
+    // The membership at the snapshot's index is the one its state holds.
+    raft::Message with_conf = m;
+    if (with_conf.snapshot && store && !store->membership().empty())
+        with_conf.snapshot->conf = store->membership();
+    raft_->step(with_conf);
     const auto& pending = raft_->log().unstable_snapshot();
     const bool accepted = m.snapshot && pending && pending->meta == m.snapshot->meta;
     // Only the snapshot the core will hand out goes with it: one it refused must not
@@ -188,7 +238,7 @@ void RaftShell::on_link_change(raft::NodeId peer, bool up, std::int64_t now) {
     // Refused with lease reads on (raft.h): then the leader's lease must run out first.
     if (!raft_->forget_leader().is_ok()) return;
     std::int64_t rank = 0;
-    for (raft::NodeId id : cfg_.raft.voters)
+    for (raft::NodeId id : raft_->membership().voters)
         if (id < cfg_.raft.id && id != peer) ++rank;
     if (rank > 0) {
         campaign_at_ = now + rank * cfg_.campaign_step_ms;
@@ -202,6 +252,7 @@ void RaftShell::on_link_change(raft::NodeId peer, bool up, std::int64_t now) {
 
 void RaftShell::process_ready() {
     if (failed_ || !raft_) return;
+    notice_membership();
     if (inflight_) return apply_while_writing();
     if (!raft_->has_ready()) return;
     inflight_ = raft_->ready();

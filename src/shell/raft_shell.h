@@ -98,11 +98,13 @@ struct Hooks {
     std::function<void()> fork_ended;
     // A Merge entry applied (on every replica), and what it did.
     std::function<void(const queue::Merge&, const queue::Result&)> merged;
+    // The membership in force changed (a configuration entry reached the log or left
+    // it), or the one in force became committed: Raft::membership() has it.
+    std::function<void()> membership_changed;
 };
 
 struct ShellConfig {
     raft::Config raft;
-    std::size_t members = 1;                  // cluster size
     std::int64_t proposal_timeout_ms = 3000;  // then a proposal is answered `timeout`
     std::int64_t campaign_step_ms = 100;      // fast campaign: this times rank
     std::uint64_t log_keep = 1000;            // entries kept behind a snapshot
@@ -141,6 +143,9 @@ class RaftShell {
     // Proposes `cmd`; `done` hears how it ends (errors included, at once for a refusal).
     // Returns the entry's index, or 0 if refused.
     raft::Index propose(queue::Command cmd, std::int64_t now, Done done);
+    // Proposes a membership (raft::Raft::propose_membership); `done` hears ok once it is
+    // applied, or why not (invalid_argument with the core's reason for a refusal).
+    raft::Index propose_membership(raft::Membership next, std::int64_t now, Done done);
     // A linearizable read point (Raft §6.4); the answer comes to Hooks::on_read_state.
     raft::Status read_index(std::uint64_t context);
     // Autonomous mode: hands what is applied to storage, then forks the store
@@ -181,7 +186,13 @@ class RaftShell {
         raft::Term term;
         std::int64_t deadline;
         Done done;
+        raft::EntryType type = raft::EntryType::normal;  // of the entry it made
     };
+    // Raft::start's membership: the one the applied state holds, else the configured one.
+    raft::Config raft_config() const;
+    // Registers a proposal the core took at `index` (answering those it overwrote).
+    void track(raft::Index index, Proposal p);
+    void notice_membership();
     void finish_ready();
     // Applies what committed while a write is in flight (ready.h, step 3a).
     void apply_while_writing();
@@ -242,6 +253,10 @@ class RaftShell {
     std::int64_t campaign_at_ = -1;  // fast campaign after the leader's link broke
     std::int64_t now_ = 0;           // the latest time an input carried
     bool failed_ = false;
+    // What membership_changed last reported: the index of the one in force, and whether
+    // it was committed.
+    raft::Index noticed_conf_ = ~raft::Index(0);
+    bool noticed_committed_ = false;
 };
 
 }  // namespace dueq::shell

@@ -107,7 +107,7 @@ std::optional<RaftShell::Proposal> RaftShell::begin_entry(const raft::Entry& e) 
         mine = std::move(proposals_.front().second);
         proposals_.pop_front();
     }
-    if (mine && e.type != raft::EntryType::normal) {
+    if (mine && e.type != mine->type) {
         // A new leader's no-op took the index of ours: ours is not in the log.
         answer(*mine, Code::not_leader,
                "leadership changed before this was committed; it was not applied");
@@ -120,7 +120,16 @@ void RaftShell::apply_entry(const raft::Entry& e) {
     std::optional<Proposal> mine = begin_entry(e);
     if (e.type != raft::EntryType::normal) {
         store_->advance(queue::Millis(applied_.time));
-        return finish_other(e);
+        if (e.type == raft::EntryType::config) store_->set_membership(std::string(e.data.view()));
+        finish_other(e);
+        if (mine && mine->done) {
+            if (mine->term != e.term)
+                return answer(*mine, Code::not_leader,
+                              "leadership changed before this was committed; it was not applied");
+            Outcome o{Code::ok, {}, nullptr, nullptr, e.index, e.term};
+            mine->done(o);
+        }
+        return;
     }
     apply_command(e, std::move(mine));
 }

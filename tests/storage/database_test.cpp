@@ -256,7 +256,7 @@ TEST_CASE("a log entry of an unknown type is refused, not loaded") {
     TempDir dir("entry-type");
     build(dir.str(), 4, 2);
     std::string body(16, '\x01');
-    body += '\x02';  // EntryType has normal (0) and noop (1)
+    body += '\x03';  // EntryType has normal (0), noop (1) and config (2)
     body += "data";
     RawDb(dir.str()).put("log", log_key(3), storage::seal(body, log_key(3)));
     const std::string message = load_error(dir.str());
