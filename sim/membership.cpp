@@ -64,10 +64,15 @@ void Cluster::after_leader_step(int k) {
             ++stats_.membership_changes;
         }
         // A node the committed membership leaves out is stopped for good, as dueqd stops
-        // once it learns it was removed (ids are never reused, so it cannot come back).
+        // once it learns it was removed (ids are never reused, so it cannot come back);
+        // unless a log somewhere still names it (this leader may be a stale one).
         for (int j = 0; j < slots(); ++j) {
             Node& other = *nodes_[j];
-            if (other.joined && !other.retired && !r.membership().contains(other.id)) retire(j);
+            if (!other.joined || other.retired || r.membership().contains(other.id)) continue;
+            const bool named = std::any_of(nodes_.begin(), nodes_.end(), [&](const auto& x) {
+                return x->up && x->shell->raft().membership().contains(other.id);
+            });
+            if (!named) retire(j);
         }
     }
     if (!n.up || !n.shell->is_leader() || n.led_term == r.term()) return;

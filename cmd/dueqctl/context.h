@@ -40,5 +40,6 @@ inline constexpr int kExitUsage = 2;
 
 void add_op_commands(CLI::App& app, Context& ctx);
 void add_worker_command(CLI::App& app, Context& ctx);
+void add_member_command(CLI::App& app, Context& ctx);
 
 }  // namespace dueq::dueqctl

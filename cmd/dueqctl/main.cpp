@@ -92,6 +92,7 @@ int main(int argc, char** argv) {
 
     add_op_commands(app, ctx);
     add_worker_command(app, ctx);
+    add_member_command(app, ctx);
 
     try {
         app.parse(argc, argv);

@@ -31,6 +31,7 @@ namespace {
 
 struct Options {
     std::string config_path, data_dir, listen, log_level;
+    std::uint64_t join_id = 0;
     bool print_default = false;
 #ifdef DUEQD_TEST_FLAGS
     std::string plant;
@@ -47,6 +48,10 @@ void add_options(CLI::App& app, Options& o) {
     app.add_option("--log-level", o.log_level,
                    "trace, debug, info, warn, error (overrides [log] level)");
     app.add_flag("--print-default-config", o.print_default, "print the built-in config and exit");
+    app.add_option("--join", o.join_id,
+                   "join a running cluster as the new member ID that `dueqctl member add` made; "
+                   "the data dir must be empty (docs/operations.md)")
+        ->check(CLI::Range(std::uint64_t(1), std::uint64_t(1) << 32));
 #ifdef DUEQD_TEST_FLAGS
     const std::string names = dueq::testing::planted_list();
     app.add_option("--plant", o.plant,
@@ -78,6 +83,14 @@ std::optional<dueq::node::Config> load_config(const Options& o) {
         config.client_listen = o.listen;
     }
     if (!o.log_level.empty()) config.log_level = o.log_level;
+    if (o.join_id != 0) {
+        if (config.members.size() < 2) {
+            std::cerr << "dueqd: --join needs [cluster] members to list this node and at least "
+                         "one member of the cluster it joins\n";
+            return std::nullopt;
+        }
+        config.join_id = o.join_id;
+    }
     return config;
 }
 

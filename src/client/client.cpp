@@ -598,6 +598,10 @@ DUEQ_ASYNC(BuryRequest)
 DUEQ_ASYNC(KickRequest)
 DUEQ_ASYNC(StatsRequest)
 DUEQ_ASYNC(StatusRequest)
+DUEQ_ASYNC(MembersRequest)
+DUEQ_ASYNC(MemberAddRequest)
+DUEQ_ASYNC(MemberPromoteRequest)
+DUEQ_ASYNC(MemberRemoveRequest)
 #undef DUEQ_ASYNC
 
 void Client::async_raw(std::string_view op, const msgpack::object& request,

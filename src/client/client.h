@@ -101,6 +101,10 @@ template <> struct ResponseOf<BuryRequest> { using type = BuryResponse; };
 template <> struct ResponseOf<KickRequest> { using type = KickResponse; };
 template <> struct ResponseOf<StatsRequest> { using type = StatsResponse; };
 template <> struct ResponseOf<StatusRequest> { using type = StatusResponse; };
+template <> struct ResponseOf<MembersRequest> { using type = MembersResponse; };
+template <> struct ResponseOf<MemberAddRequest> { using type = MemberChangeResponse; };
+template <> struct ResponseOf<MemberPromoteRequest> { using type = MemberChangeResponse; };
+template <> struct ResponseOf<MemberRemoveRequest> { using type = MemberChangeResponse; };
 template <class Req>
 using ResponseOfT = typename ResponseOf<Req>::type;
 
@@ -133,6 +137,13 @@ public:
     void async(const KickRequest& req, Callback<KickResponse> done, CallOptions opts = {});
     void async(const StatsRequest& req, Callback<StatsResponse> done, CallOptions opts = {});
     void async(const StatusRequest& req, Callback<StatusResponse> done, CallOptions opts = {});
+    void async(const MembersRequest& req, Callback<MembersResponse> done, CallOptions opts = {});
+    void async(const MemberAddRequest& req, Callback<MemberChangeResponse> done,
+               CallOptions opts = {});
+    void async(const MemberPromoteRequest& req, Callback<MemberChangeResponse> done,
+               CallOptions opts = {});
+    void async(const MemberRemoveRequest& req, Callback<MemberChangeResponse> done,
+               CallOptions opts = {});
 
     // Forwarding a request someone else encoded (dueq-proxy, a node relaying to another
     // shard): `request` is the sender's request map; it goes out with this client's own id
@@ -189,6 +200,16 @@ public:
         return call(r, o);
     }
     Result<StatusResponse> status(CallOptions o = {}) { return call(StatusRequest{}, o); }
+    Result<MembersResponse> members(CallOptions o = {}) { return call(MembersRequest{}, o); }
+    Result<MemberChangeResponse> member_add(const MemberAddRequest& r, CallOptions o = {}) {
+        return call(r, o);
+    }
+    Result<MemberChangeResponse> member_promote(const MemberPromoteRequest& r, CallOptions o = {}) {
+        return call(r, o);
+    }
+    Result<MemberChangeResponse> member_remove(const MemberRemoveRequest& r, CallOptions o = {}) {
+        return call(r, o);
+    }
 
     // The address of the connection new requests go to ("" while none is open), and the
     // session id its automatic hello got. For logs and tests; may be stale by return.

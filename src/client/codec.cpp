@@ -236,6 +236,39 @@ Result<std::string> encode_request(const StatusRequest&, uint64_t id) {
     return RequestWriter(StatusRequest::op, id).finish();
 }
 
+Result<std::string> encode_request(const MembersRequest&, uint64_t id) {
+    return RequestWriter(MembersRequest::op, id).finish();
+}
+
+namespace {
+Result<std::string> member_request(std::string_view op, const std::string& name, uint64_t id) {
+    if (name.empty()) return Error(Code::bad_request, "a member needs a name");
+    RequestWriter w(op, id);
+    w.str(field::name, name);
+    return w.finish();
+}
+}  // namespace
+
+Result<std::string> encode_request(const MemberAddRequest& req, uint64_t id) {
+    if (req.name.empty()) return Error(Code::bad_request, "a member needs a name");
+    if (req.peer.empty() || req.client.empty())
+        return Error(Code::bad_request, "member_add needs a peer and a client address");
+    RequestWriter w(MemberAddRequest::op, id);
+    w.str(field::name, req.name);
+    w.str(field::peer, req.peer);
+    w.str(field::client, req.client);
+    if (!req.admin.empty()) w.str(field::admin, req.admin);
+    return w.finish();
+}
+
+Result<std::string> encode_request(const MemberPromoteRequest& req, uint64_t id) {
+    return member_request(MemberPromoteRequest::op, req.name, id);
+}
+
+Result<std::string> encode_request(const MemberRemoveRequest& req, uint64_t id) {
+    return member_request(MemberRemoveRequest::op, req.name, id);
+}
+
 uint32_t read_frame_length(const unsigned char h[kFrameHeaderBytes]) {
     return (uint32_t{h[0]} << 24) | (uint32_t{h[1]} << 16) | (uint32_t{h[2]} << 8) | h[3];
 }

@@ -50,6 +50,10 @@ Result<std::string> encode_request(const BuryRequest& req, uint64_t id);
 Result<std::string> encode_request(const KickRequest& req, uint64_t id);
 Result<std::string> encode_request(const StatsRequest& req, uint64_t id);
 Result<std::string> encode_request(const StatusRequest& req, uint64_t id);
+Result<std::string> encode_request(const MembersRequest& req, uint64_t id);
+Result<std::string> encode_request(const MemberAddRequest& req, uint64_t id);
+Result<std::string> encode_request(const MemberPromoteRequest& req, uint64_t id);
+Result<std::string> encode_request(const MemberRemoveRequest& req, uint64_t id);
 
 // Reads the 4-byte big-endian length at the start of a frame.
 uint32_t read_frame_length(const unsigned char header[kFrameHeaderBytes]);
@@ -91,5 +95,7 @@ Status decode_result(const msgpack::object& map, AckResponse* out);
 Status decode_result(const msgpack::object& map, KickResponse* out);
 Status decode_result(const msgpack::object& map, StatsResponse* out);
 Status decode_result(const msgpack::object& map, StatusResponse* out);
+Status decode_result(const msgpack::object& map, MembersResponse* out);
+Status decode_result(const msgpack::object& map, MemberChangeResponse* out);
 
 }  // namespace dueq::client

@@ -391,4 +391,33 @@ Status decode_result(const msgpack::object& map, StatusResponse* out) {
     return ok_status();
 }
 
+Status decode_result(const msgpack::object& map, MembersResponse* out) {
+    const msgpack::object* ms = find(map, field::members);
+    if (!ms || ms->type != msgpack::type::ARRAY) return bad("'members' is not an array");
+    out->members.resize(ms->via.array.size);
+    for (uint32_t i = 0; i < ms->via.array.size; ++i) {
+        const msgpack::object& m = ms->via.array.ptr[i];
+        if (m.type != msgpack::type::MAP) return bad("a member is not a map");
+        MemberInfo& x = out->members[i];
+        DUEQ_TRY(get_text(m, field::name, &x.name));
+        DUEQ_TRY(get_u64(m, field::raft_id, &x.raft_id, true));
+        DUEQ_TRY(get_bytes(m, field::role, &x.role, true));
+        DUEQ_TRY(get_bytes(m, field::peer, &x.peer, false));
+        DUEQ_TRY(get_bytes(m, field::client, &x.client, false));
+        DUEQ_TRY(get_bytes(m, field::admin, &x.admin, false));
+        DUEQ_TRY(get_bool(m, field::connected, &x.connected));
+        DUEQ_TRY(get_u64(m, field::match, &x.match, false));
+        DUEQ_TRY(get_u64(m, field::lag, &x.lag, false));
+    }
+    DUEQ_TRY(get_text(map, field::leader_id, &out->leader_id));
+    DUEQ_TRY(get_u64(map, field::membership_index, &out->membership_index, false));
+    DUEQ_TRY(get_bool(map, field::pending, &out->pending));
+    return ok_status();
+}
+
+Status decode_result(const msgpack::object& map, MemberChangeResponse* out) {
+    DUEQ_TRY(get_text(map, field::name, &out->name));
+    return get_u64(map, field::raft_id, &out->raft_id, true);
+}
+
 }  // namespace dueq::client

@@ -219,6 +219,41 @@ struct StatusResponse {
     std::string raw;  // the whole result map as msgpack, for tools
 };
 
+// Membership (docs/operations.md).
+struct MembersRequest {
+    static constexpr std::string_view op = wire::op_name(wire::Op::members);
+};
+struct MemberInfo {
+    std::string name;
+    uint64_t raft_id = 0;
+    std::string role;  // voter | learner
+    std::string peer, client, admin;
+    bool connected = false;
+    uint64_t match = 0, lag = 0;  // as the leader sees it; 0 elsewhere
+};
+struct MembersResponse {
+    std::vector<MemberInfo> members;
+    std::string leader_id;
+    uint64_t membership_index = 0;
+    bool pending = false;  // the membership in force is not committed yet
+};
+struct MemberAddRequest {
+    static constexpr std::string_view op = wire::op_name(wire::Op::member_add);
+    std::string name, peer, client, admin;  // admin may be empty
+};
+struct MemberPromoteRequest {
+    static constexpr std::string_view op = wire::op_name(wire::Op::member_promote);
+    std::string name;
+};
+struct MemberRemoveRequest {
+    static constexpr std::string_view op = wire::op_name(wire::Op::member_remove);
+    std::string name;
+};
+struct MemberChangeResponse {
+    std::string name;
+    uint64_t raft_id = 0;
+};
+
 // Which requests the client may resend by itself after a broken connection, where it
 // cannot know whether the server applied them. See Client in client/client.h.
 constexpr bool always_safe_to_resend(std::string_view op) {

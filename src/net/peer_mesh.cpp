@@ -49,21 +49,63 @@ void MeshCore::validate_and_index() {
         opts_.connect_timeout.count() <= 0 || opts_.backoff_min.count() <= 0 ||
         opts_.backoff_max < opts_.backoff_min)
         fail("heartbeat, dead_after, connect_timeout and backoff must be positive");
+    accept_strangers_ = opts_.accept_strangers;
     for (const auto& p : opts_.peers) {
-        if (p.id == 0 || p.id == opts_.self_id)
-            fail("peer id " + std::to_string(p.id) + " must be nonzero and not our own");
-        Peer peer(io_);
-        peer.id = p.id;
-        peer.address = p.address;
-        peer.backoff = opts_.backoff_min;
-        try {
-            peer.endpoint = parse_endpoint(p.address);
-        } catch (const std::exception& e) {
-            fail("peer " + std::to_string(p.id) + ": " + e.what());
-        }
-        if (!peers_.emplace(p.id, std::move(peer)).second)
+        if (!peers_.emplace(p.id, make_peer(p)).second)
             fail("peer id " + std::to_string(p.id) + " is listed twice");
     }
+}
+
+MeshCore::Peer MeshCore::make_peer(const PeerAddress& p) const {
+    auto fail = [](const std::string& what) { throw std::runtime_error("peer mesh: " + what); };
+    if (p.id == 0 || p.id == opts_.self_id)
+        fail("peer id " + std::to_string(p.id) + " must be nonzero and not our own");
+    Peer peer(io_);
+    peer.id = p.id;
+    peer.address = p.address;
+    peer.backoff = opts_.backoff_min;
+    try {
+        peer.endpoint = parse_endpoint(p.address);
+    } catch (const std::exception& e) {
+        fail("peer " + std::to_string(p.id) + ": " + e.what());
+    }
+    return peer;
+}
+
+void MeshCore::set_peers(const std::vector<PeerAddress>& peers) {
+    std::unordered_map<std::uint64_t, Peer> fresh;
+    for (const auto& p : peers)
+        fresh.emplace(p.id, make_peer(p));  // throws before anything changed
+    accept_strangers_ = false;
+    for (auto it = peers_.begin(); it != peers_.end();) {
+        auto next = fresh.find(it->first);
+        if (next != fresh.end() && next->second.address == it->second.address) {
+            fresh.erase(next);
+            ++it;
+            continue;
+        }
+        forget(it->second);
+        it = peers_.erase(it);
+    }
+    for (auto& [id, peer] : fresh) {
+        spdlog::info("peer mesh: peer {} at {}", id, peer.address);
+        Peer& added = peers_.emplace(id, std::move(peer)).first->second;
+        if (started_ && !stopped_) dial(added);
+    }
+}
+
+// Closes every link of a peer about to be dropped from peers_ (its closes then find no
+// peer and do nothing), and says it is down if it was up.
+void MeshCore::forget(Peer& peer) {
+    const bool was_up = peer.active != nullptr;
+    peer.redial.cancel();
+    peer.active.reset();
+    peer.dialing.reset();
+    const auto links = links_;
+    for (const auto& l : links)
+        if (l->peer_id == peer.id) l->close("no longer a member");
+    spdlog::info("peer mesh: peer {} ({}) is no longer a peer", peer.id, peer.address);
+    if (was_up && on_change_) on_change_(peer.id, false);
 }
 
 void MeshCore::listen() {
@@ -149,7 +191,9 @@ void MeshCore::dial(Peer& peer) {
 }
 
 void MeshCore::schedule_redial(Peer& peer) {
-    if (stopped_ || peer.active || peer.dialing || peer.redial_armed) return;
+    // A stranger (accept_strangers) has no address to dial: it dials us.
+    if (stopped_ || peer.active || peer.dialing || peer.redial_armed || peer.address.empty())
+        return;
     const auto b = peer.backoff.count();
     const milliseconds wait(b / 2 +
                             std::uniform_int_distribution<milliseconds::rep>(0, b - b / 2)(rng_));
@@ -159,7 +203,9 @@ void MeshCore::schedule_redial(Peer& peer) {
     peer.redial.async_wait([weak = weak_from_this(), id = peer.id](boost::system::error_code ec) {
         auto self = weak.lock();
         if (!self || ec || self->stopped_) return;
-        Peer& p = self->peers_.at(id);
+        auto it = self->peers_.find(id);
+        if (it == self->peers_.end()) return;
+        Peer& p = it->second;
         p.redial_armed = false;
         if (!p.active && !p.dialing) self->dial(p);
     });
@@ -239,6 +285,9 @@ std::uint16_t PeerMesh::port() const {
 }
 bool PeerMesh::send(std::uint64_t to, std::string payload) {
     return core_->send(to, std::move(payload));
+}
+void PeerMesh::set_peers(const std::vector<PeerAddress>& peers) {
+    core_->set_peers(peers);
 }
 bool PeerMesh::connected(std::uint64_t peer) const {
     return core_->connected(peer);

@@ -43,10 +43,13 @@ struct MeshOptions {
     // The cluster's shared secret: each side of a connection proves it holds it
     // (peer_handshake.h). Never logged.
     std::string secret;
-    std::uint64_t fingerprint = 0;   // hash of the membership list; must match too
+    std::uint64_t fingerprint = 0;   // hash of the cluster's identity; must match too
     std::uint64_t self_id = 0;       // nonzero
     std::string listen;              // "host:port"; port 0 = ephemeral (tests)
-    std::vector<PeerAddress> peers;  // every OTHER member (not self)
+    std::vector<PeerAddress> peers;  // every OTHER member (not self); set_peers changes it
+    // A node joining a cluster knows no member yet: it accepts a connection from any node
+    // id that proves the secret (the leader dials it), until set_peers names its peers.
+    bool accept_strangers = false;
     // Send an empty keep-alive frame if nothing else was queued for this long.
     std::chrono::milliseconds heartbeat{100};
     // Close a connection that received nothing for this long.
@@ -92,6 +95,11 @@ class PeerMesh {
     // after a simultaneous dial (frames in flight on the loser are dropped rather than
     // risk delivering them out of order).
     bool send(std::uint64_t to, std::string payload);
+    // The membership changed: peers not listed are disconnected and forgotten (on_change
+    // says so if one was up), new ones are dialed, a changed address is redialed. Also
+    // ends accept_strangers. Throws std::runtime_error for an address that does not parse
+    // (nothing changes then).
+    void set_peers(const std::vector<PeerAddress>& peers);
     bool connected(std::uint64_t peer) const;
     // Unsent bytes to that peer, length prefixes included (for pacing snapshot streams).
     std::size_t queued_bytes(std::uint64_t peer) const;

@@ -41,6 +41,7 @@ class MeshCore final : public PeerLinkOwner, public std::enable_shared_from_this
         return ec ? 0 : ep.port();
     }
     bool send(std::uint64_t to, std::string payload);
+    void set_peers(const std::vector<PeerAddress>& peers);
     bool connected(std::uint64_t peer) const {
         auto it = peers_.find(peer);
         return it != peers_.end() && it->second.active;
@@ -69,6 +70,8 @@ class MeshCore final : public PeerLinkOwner, public std::enable_shared_from_this
     };
 
     void validate_and_index();
+    Peer make_peer(const PeerAddress& p) const;
+    void forget(Peer& peer);
     void listen();
     void accept();
     void on_accepted(boost::asio::ip::tcp::socket socket);
@@ -100,6 +103,7 @@ class MeshCore final : public PeerLinkOwner, public std::enable_shared_from_this
     std::unordered_map<std::uint64_t, Peer> peers_;
     std::vector<std::shared_ptr<PeerLink>> links_;  // every open link, in any state
     bool started_ = false, stopped_ = false;
+    bool accept_strangers_ = false;
 };
 
 }  // namespace dueq::net

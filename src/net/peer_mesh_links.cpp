@@ -130,7 +130,8 @@ std::string MeshCore::refusal(const PeerHello& h, const PeerLink& link) const {
     if (h.fingerprint != opts_.fingerprint) return "membership fingerprint differs";
     if (h.sender == opts_.self_id) return "sender id is our own";
     if (h.target != opts_.self_id) return "addressed to another node";
-    if (!peers_.contains(h.sender)) return "sender is not a member";
+    if (!peers_.contains(h.sender) && !(accept_strangers_ && !link.dialed()))
+        return "sender is not a member";
     if (link.dialed() && h.sender != link.peer_id)
         return "we dialed node " + std::to_string(link.peer_id) + " at that address";
     return {};
@@ -145,7 +146,15 @@ bool MeshCore::prefer(const PeerLink& candidate, const PeerLink& current) const 
 }
 
 void MeshCore::establish(const std::shared_ptr<PeerLink>& link) {
-    Peer& peer = peers_.at(link->peer_id);
+    auto found = peers_.find(link->peer_id);
+    if (found == peers_.end()) {
+        if (!accept_strangers_) return link->close("not a member");
+        // A joining node: the member that dialed it is known by id only, until set_peers.
+        found = peers_.emplace(link->peer_id, Peer(io_)).first;
+        found->second.id = link->peer_id;
+        found->second.backoff = opts_.backoff_min;
+    }
+    Peer& peer = found->second;
     const auto old = peer.active;
     if (old && !prefer(*link, *old)) return retire(link);
     if (!link->dialed()) {  // accepted: prove ourselves only on the connection we keep
@@ -175,7 +184,9 @@ void MeshCore::establish(const std::shared_ptr<PeerLink>& link) {
 // The loser of a duplicate: closed now, unless we are the higher id and both dialed (one
 // each); then the lower-id node closes it once its side has switched.
 void MeshCore::retire(const std::shared_ptr<PeerLink>& loser) {
-    Peer& peer = peers_.at(loser->peer_id);
+    auto found = peers_.find(loser->peer_id);
+    if (found == peers_.end()) return loser->close("not a member");
+    Peer& peer = found->second;
     const bool one_each = peer.active && peer.active != loser &&
                           peer.active->dialed() != loser->dialed() &&
                           peer.active->peer_incarnation == loser->peer_incarnation;

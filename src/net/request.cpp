@@ -168,6 +168,25 @@ std::variant<Body, Fail> build_body(Op op, const Fields& r, const Limits& lim) {
             return GetStatus{};
         case Op::shards:
             return GetShards{};
+        case Op::members:
+            return GetMembers{};
+        case Op::member_add:
+        case Op::member_promote:
+        case Op::member_remove: {
+            auto name = r.text(at(field::name));
+            if (!name) return missing(field::name);
+            ChangeMember c{op, std::move(*name)};
+            if (op == Op::member_add) {
+                auto peer = r.text(at(field::peer));
+                auto client = r.text(at(field::client));
+                if (!peer) return missing(field::peer);
+                if (!client) return missing(field::client);
+                c.peer = std::move(*peer);
+                c.client = std::move(*client);
+                c.admin = r.text(at(field::admin)).value_or("");
+            }
+            return c;
+        }
         case Op::declare: {
             auto attempts = r.get<std::uint64_t>(at(field::max_attempts));
             return Write{Declare{std::move(q), ms(at(field::lead_ms)), ms(at(field::ttr_ms)),

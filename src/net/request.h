@@ -34,12 +34,20 @@ struct GetStats {
 };
 struct GetStatus {};
 struct GetShards {};
+struct GetMembers {};
+// member_add, member_promote or member_remove (`op` says which) of the member `name`.
+struct ChangeMember {
+    wire::Op op = wire::Op::member_add;
+    std::string name, peer, client, admin;
+};
 // A command for the log. A take's session is the connection's, filled in by the node.
 struct Write {
     queue::Command command;
     std::int64_t wait_ms = 0;  // take: wait this long for a task to come due (0: answer now)
 };
-using Body = std::variant<Ping, Hello, GetTask, GetStats, GetStatus, GetShards, Write>;
+using Body =
+    std::variant<Ping, Hello, GetTask, GetStats, GetStatus, GetShards, GetMembers, ChangeMember,
+                 Write>;
 
 struct Request {
     std::uint64_t id = 0;

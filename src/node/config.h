@@ -59,9 +59,14 @@ struct Config {
     // other. Required when there is more than one member. Never logged or reported.
     std::string secret_file;
     std::string cluster_secret;
-    // Every voter, this node included, in the same order on every node (the position
-    // is the member's Raft id, 1-based). Empty: a standalone node.
+    // The members a new cluster starts with, this node included, in the same order on
+    // every node (the position is the member's Raft id, 1-based). Once the membership has
+    // changed (dueqctl member), the one in the log is in force and this list only says
+    // where this node itself listens. Empty: a standalone node.
     std::vector<Member> members;
+    // dueqd --join ID: this node joins a running cluster as the new member ID that
+    // `dueqctl member add` made; its data dir must be empty (or already be ID's).
+    std::uint64_t join_id = 0;
     RaftTimings raft;
     bool fsync = true;                // storage.fsync: "always" | "never"
     std::uint64_t log_keep = 10'000;  // log entries kept behind the applied index
@@ -90,8 +95,9 @@ std::uint64_t raft_id_of(const Config& c, const std::string& node_id);
 // The other way: the id of the member at Raft id `raft_id` ("" for 0; a standalone node's
 // own id for 1).
 std::string member_id(const Config& c, std::uint64_t raft_id);
-// A hash of the cluster id and the member list: nodes whose lists differ refuse each other.
-std::uint64_t membership_fingerprint(const Config& c);
+// A hash of the cluster id, which peers compare in their handshake (the members they accept
+// are the current membership's, node/members.h).
+std::uint64_t cluster_fingerprint(const Config& c);
 
 // Parses TOML text; `source` names it in error messages.
 Config parse_config(const std::string& text, const std::string& source);

@@ -29,6 +29,7 @@
 #include "node/clock.h"
 #include "node/config.h"
 #include "node/leader_reads.h"
+#include "node/members.h"
 #include "node/node_admin.h"
 #include "node/node_metrics.h"
 #include "node/planted_defects.h"
@@ -41,6 +42,10 @@
 #include "storage/database.h"
 
 namespace dueq::node {
+
+// dueqd's exit status when it stops because it was removed from the cluster (a service
+// manager should not restart it: RestartPreventExitStatus).
+inline constexpr int kRemovedExitStatus = 78;
 
 class Node {
   public:
@@ -95,6 +100,10 @@ class Node {
     queue::Code serve_stats(const ConnPtr& conn, std::uint64_t id, const net::GetStats& stats);
     queue::Code handle(const ConnPtr& conn, std::uint64_t id, net::GetStatus& status);
     queue::Code handle(const ConnPtr& conn, std::uint64_t id, net::GetShards& shards);
+    // Membership (node_members.cpp).
+    queue::Code handle(const ConnPtr& conn, std::uint64_t id, net::GetMembers& members);
+    queue::Code handle(const ConnPtr& conn, std::uint64_t id, net::ChangeMember& change);
+    MembersInfo members_info() const;
     void handle(const ConnPtr& conn, std::uint64_t id, net::Write& write, net::Op op,
                 RequestMeter::Clock::time_point started);
     StatusInfo status_info() const;
@@ -112,6 +121,12 @@ class Node {
     shell::ShellConfig shell_config() const;
     // The data dir names the member it belongs to; a node refuses another member's.
     std::optional<std::string> check_member_record();
+    // The membership in force names this node's Raft id as this node, or not at all.
+    std::optional<std::string> check_member_name() const;
+    // The members of the membership in force (empty for a joining node that knows none).
+    MemberDirectory current_members() const;
+    // The membership changed: the mesh follows it; a node it removed stops.
+    void on_membership_changed();
     std::optional<std::string> start_shell(const storage::Loaded& loaded,
                                            std::unique_ptr<queue::Store> store);
     // Leader: proposes a declare for each queue whose [queues] settings in this node's
@@ -133,6 +148,8 @@ class Node {
     boost::asio::io_context& io_;
     Config config_;
     std::uint64_t raft_id_ = 1;
+    MemberDirectory members_;  // of the membership in force (current_members)
+    bool joined_ = false;      // joined a running cluster (dueqd --join; the member record)
     mutable NodeClock clock_;  // every time the node reads goes through it (clock.h)
     PlantedDefects planted_;
     std::unique_ptr<storage::Database> db_;

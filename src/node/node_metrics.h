@@ -20,7 +20,7 @@ class RequestMeter {
   public:
     using Clock = std::chrono::steady_clock;
     // net::Op's values, then one for frames that did not decode.
-    static constexpr std::size_t kOps = std::size_t(net::Op::shards) + 2;
+    static constexpr std::size_t kOps = wire::kOps.size() + 1;
     static constexpr std::size_t kInvalid = kOps - 1;
     static constexpr std::size_t kCodes = std::size_t(wire::Code::unknown) + 1;
 

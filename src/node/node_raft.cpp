@@ -17,8 +17,14 @@ shell::ShellConfig Node::shell_config() const {
     shell::ShellConfig sc;
     raft::Config& rc = sc.raft;
     rc.id = raft_id_;
-    for (std::size_t i = 0; i < std::max<std::size_t>(1, config_.members.size()); ++i)
-        rc.voters.push_back(i + 1);
+    // A new cluster starts from the config's members; a joining node from nothing (the
+    // leader's log or snapshot says who the members are). The applied state's membership,
+    // if any, takes over from either (RaftShell::start).
+    if (!joined_) {
+        const raft::Membership seed = seed_membership(config_);
+        rc.voters = seed.voters;
+        rc.directory = seed.directory;
+    }
     rc.election_tick = int(config_.raft.election_timeout_ms / config_.raft.tick_ms);
     rc.heartbeat_tick = int(std::max(1u, config_.raft.heartbeat_ms / config_.raft.tick_ms));
     rc.snapshot_threshold = config_.raft.snapshot_entries;
@@ -35,36 +41,77 @@ shell::ShellConfig Node::shell_config() const {
 }
 
 namespace {
-// "cluster=ID member=NODE raft_id=N": who this data dir's votes and log are.
-std::string member_record(const Config& c) {
-    const std::uint64_t raft_id = c.members.empty() ? 1 : raft_id_of(c, c.node_id);
+// "cluster=ID member=NODE raft_id=N[ joined]": who this data dir's votes and log are, and
+// whether it joined a running cluster (dueqd --join: it learns the membership from the
+// leader, never from its config's list).
+std::string member_record(const Config& c, std::uint64_t raft_id, bool joined = false) {
     return "cluster=" + c.cluster_id + " member=" + c.node_id + " raft_id=" +
-           std::to_string(raft_id);
+           std::to_string(raft_id) + (joined ? " joined" : "");
+}
+
+// The Raft id a record names (0 if it names none).
+std::uint64_t record_raft_id(const std::string& record) {
+    const auto at = record.find(" raft_id=");
+    if (at == std::string::npos) return 0;
+    try {
+        return std::stoull(record.substr(at + 9));
+    } catch (const std::exception&) {
+        return 0;
+    }
 }
 }  // namespace
 
 // Written at the first start and checked at every later one, so that a node never runs on
-// another member's data (a mixed-up data_dir) nor under another Raft id (a member list
-// reordered in one config): either would let it vote with a log it never wrote.
+// another member's data (a mixed-up data_dir) nor under another Raft id: either would let
+// it vote with a log it never wrote. The id is the record's from then on (membership
+// changes make ids that are no place in any config's list); check_member_name compares it
+// with the membership in force once that is loaded.
 std::optional<std::string> Node::check_member_record() {
-    const std::string mine = member_record(config_);
     std::string stored;
     if (auto st = db_->read_member(stored); !st.ok)
         return "refusing to serve from " + config_.data_dir + ": " + st.message;
     if (stored.empty()) {
-        if (auto st = db_->write_member(mine); !st.ok) return st.message;
+        joined_ = config_.join_id != 0;
+        raft_id_ = joined_                  ? config_.join_id
+                   : config_.members.empty() ? 1
+                                             : raft_id_of(config_, config_.node_id);
+        if (auto st = db_->write_member(member_record(config_, raft_id_, joined_)); !st.ok)
+            return st.message;
         return std::nullopt;
     }
-    if (stored == mine) return std::nullopt;
+    raft_id_ = record_raft_id(stored);
+    joined_ = stored.ends_with(" joined");
+    const std::string mine = member_record(config_, raft_id_, joined_);
+    if (raft_id_ != 0 && stored == mine &&
+        (config_.join_id == 0 || config_.join_id == raft_id_))
+        return std::nullopt;
+    const std::uint64_t wanted = config_.join_id != 0 ? config_.join_id
+                                 : config_.members.empty()
+                                     ? 1
+                                     : raft_id_of(config_, config_.node_id);
     return "refusing to serve from " + config_.data_dir + ": it holds the data of " + stored +
-           ", but this config makes this node " + mine +
-           ". Give each member its own data_dir, and list [cluster] members in the same "
-           "order on every node (a member's Raft id is its place in that list).";
+           ", but this config makes this node " + member_record(config_, wanted) +
+           ". Give each member its own data_dir; a new member (dueqd --join) starts from an "
+           "empty one.";
+}
+
+std::optional<std::string> Node::check_member_name() const {
+    const MemberDirectory& dir = members_;
+    const MemberEntry* by_id = dir.by_id(raft_id_);
+    const MemberEntry* by_name = dir.by_name(config_.node_id);
+    if (by_id ? by_id->name == config_.node_id : !by_name) return std::nullopt;
+    const std::uint64_t listed = by_name ? by_name->raft_id : 0;
+    return "refusing to serve from " + config_.data_dir + ": it holds the data of " +
+           member_record(config_, raft_id_) + ", but the membership in force makes this node " +
+           member_record(config_, listed) +
+           (shell_->store().membership().empty()
+                ? ". List [cluster] members in the same order on every node (a member's Raft id "
+                  "is its place in that list until the membership first changes)."
+                : ". Each member has its own data_dir.");
 }
 
 std::optional<std::string> Node::start_shell(const storage::Loaded& loaded,
                                              std::unique_ptr<queue::Store> store) {
-    raft_id_ = config_.members.empty() ? 1 : raft_id_of(config_, config_.node_id);
     raft_io_ = std::make_unique<RaftIo>(io_, config_, raft_id_, *db_, [this] { return now_ms(); });
     shell::Hooks hooks;
     hooks.schedule = [this] { schedule_ready(); };
@@ -84,9 +131,12 @@ std::optional<std::string> Node::start_shell(const storage::Loaded& loaded,
     hooks.on_read_state = [this](const raft::ReadState& rs) {
         if (leader_reads_) leader_reads_->on_read_state(rs);
     };
+    hooks.membership_changed = [this] { on_membership_changed(); };
     shell_ =
         std::make_unique<shell::RaftShell>(shell_config(), *raft_io_, *raft_io_, std::move(hooks));
     if (auto err = shell_->start(loaded, std::move(store))) return err;
+    members_ = current_members();
+    if (auto err = check_member_name()) return err;
     WritePathSettings ws;
     ws.max_take_count = config_.limits.max_take_count;
     ws.max_waiting_takes = config_.limits.max_waiting_takes;
@@ -112,7 +162,7 @@ std::optional<std::string> Node::start_shell(const storage::Loaded& loaded,
         return "refusing to serve from " + config_.data_dir + ": a corrupt overlay record";
     raft_io_->set_autonomy(autonomy_.get());
     raft_io_->set_checkpoint(db_->checkpoint(shell_->log().snapshot().meta));
-    if (auto err = raft_io_->start(*shell_)) return err;
+    if (auto err = raft_io_->start(*shell_, members_)) return err;
     on_tick();
     return std::nullopt;
 }
@@ -121,7 +171,8 @@ std::string Node::leader_client_address() const {
     const raft::NodeId leader = shell_ ? shell_->raft().leader() : raft::kNoNode;
     if (leader == raft::kNoNode) return {};
     if (config_.members.empty()) return config_.client_advertise;
-    return config_.members[leader - 1].client;
+    const MemberEntry* m = members_.by_id(leader);
+    return m ? m->client : std::string();
 }
 
 void Node::propose_configured_settings() {
@@ -200,6 +251,42 @@ void Node::arm_timer() {
     timer_.async_wait([this](boost::system::error_code ec) {
         if (!ec) on_timer();
     });
+}
+
+MemberDirectory Node::current_members() const {
+    const raft::Membership& m = shell_->raft().membership();
+    if (m.empty()) return {};  // joining: no member known yet
+    return directory_of(m, config_);
+}
+
+void Node::on_membership_changed() {
+    const raft::Raft& raft = shell_->raft();
+    const raft::Membership& m = raft.membership();
+    const bool committed = raft.log().committed() >= raft.membership_index();
+    MemberDirectory now = current_members();
+    if (!(now == members_)) {
+        spdlog::info("membership now {} (index {}, {})", raft::describe(m),
+                     raft.membership_index(), committed ? "committed" : "not committed yet");
+        members_ = std::move(now);
+        if (raft_io_) {
+            if (auto err = raft_io_->set_members(members_); !err.empty())
+                spdlog::error("membership: peers not updated: {}", err);
+        }
+    }
+    // Removed: a committed membership leaves this node out, and its ids are past ours (a
+    // node that joins learns older memberships first, which predate its id).
+    const auto dir = decode_directory(m.directory);
+    if (!m.empty() && !m.contains(raft_id_) && committed && dir && dir->next_id > raft_id_) {
+        spdlog::critical(
+            "stopping: this node ({}, raft id {}) was removed from cluster '{}' (membership at "
+            "index {}: {}). It takes no further part; its data dir may be deleted. To bring this "
+            "machine back, add it as a new member (dueqctl member add, then dueqd --join with "
+            "an empty data dir; docs/operations.md).",
+            config_.node_id, raft_id_, config_.cluster_id, raft.membership_index(),
+            raft::describe(m));
+        spdlog::shutdown();
+        std::_Exit(kRemovedExitStatus);
+    }
 }
 
 void Node::fail_stop(const std::string& message) {

@@ -50,7 +50,32 @@ RaftIo::RaftIo(asio::io_context& io, const Config& config, std::uint64_t raft_id
                storage::Database& db, Clock clock)
     : io_(io), config_(config), raft_id_(raft_id), db_(db), clock_(std::move(clock)) {
     transfer_.set_max_stream_bytes(config_.raft.max_snapshot_mib << 20);
-    seen_.resize(config_.members.size() + 1);
+}
+
+namespace {
+// Every member but `self`, at the address this node dials it ([node] dial may override).
+std::vector<net::PeerAddress> peers_of(const MemberDirectory& members, const Config& config,
+                                       std::uint64_t self) {
+    std::vector<net::PeerAddress> out;
+    for (const auto& m : members.members) {
+        if (m.raft_id == self) continue;
+        auto dial = config.dial.find(m.name);
+        out.push_back({m.raft_id, dial == config.dial.end() ? m.peer : dial->second});
+    }
+    return out;
+}
+}  // namespace
+
+std::string RaftIo::set_members(const MemberDirectory& members) {
+    if (!mesh_) return {};
+    try {
+        mesh_->set_peers(peers_of(members, config_, raft_id_));
+    } catch (const std::exception& e) {
+        return e.what();
+    }
+    for (auto it = seen_.begin(); it != seen_.end();)
+        it = members.by_id(it->first) ? std::next(it) : seen_.erase(it);
+    return {};
 }
 
 RaftIo::~RaftIo() {
@@ -58,7 +83,7 @@ RaftIo::~RaftIo() {
     *alive_ = false;
 }
 
-std::optional<std::string> RaftIo::start(shell::RaftShell& shell) {
+std::optional<std::string> RaftIo::start(shell::RaftShell& shell, const MemberDirectory& members) {
     shell_ = &shell;
     std::weak_ptr<bool> alive = alive_;
     writer_ = std::make_unique<storage::Writer>(
@@ -76,23 +101,24 @@ std::optional<std::string> RaftIo::start(shell::RaftShell& shell) {
             std::_Exit(70);
         });
     writer_->set_slow_sync_ms(config_.slow_fsync_ms);
-    if (config_.members.size() <= 1) return std::nullopt;
+    if (config_.members.size() <= 1 && config_.join_id == 0) return std::nullopt;
     if (config_.cluster_secret.empty())
         return "[cluster] secret_file is required in a cluster of more than one member: "
                "the members prove to each other that they hold it";
     net::MeshOptions mo;
     mo.cluster_id = config_.cluster_id;
     mo.secret = config_.cluster_secret;
-    mo.fingerprint = membership_fingerprint(config_);
+    mo.fingerprint = cluster_fingerprint(config_);
     mo.self_id = raft_id_;
-    mo.listen =
-        config_.peer_listen.empty() ? config_.members[raft_id_ - 1].peer : config_.peer_listen;
-    for (std::size_t i = 0; i < config_.members.size(); ++i)
-        if (i + 1 != raft_id_) {
-            const auto& m = config_.members[i];
-            auto dial = config_.dial.find(m.id);
-            mo.peers.push_back({i + 1, dial == config_.dial.end() ? m.peer : dial->second});
-        }
+    const Member* self = nullptr;
+    for (const auto& m : config_.members)
+        if (m.id == config_.node_id) self = &m;
+    mo.listen = !config_.peer_listen.empty() ? config_.peer_listen : self ? self->peer : "";
+    if (mo.listen.empty())
+        return "this node has no peer address: list it in [cluster] members or set [node] "
+               "peer_listen";
+    mo.peers = peers_of(members, config_, raft_id_);
+    mo.accept_strangers = members.members.empty();
     mo.heartbeat = std::chrono::milliseconds(config_.raft.heartbeat_ms);
     mo.dead_after = std::chrono::milliseconds(config_.raft.election_timeout_ms);
     mo.max_frame_bytes = config_.limits.max_frame_bytes * 4 + (8u << 20);
@@ -104,8 +130,8 @@ std::optional<std::string> RaftIo::start(shell::RaftShell& shell) {
     } catch (const std::exception& e) {
         return "cannot listen for peers on " + mo.listen + ": " + e.what();
     }
-    spdlog::info("node {} (raft id {}) in cluster '{}' of {} members; peers on {}", config_.node_id,
-                 raft_id_, config_.cluster_id, config_.members.size(), mo.listen);
+    spdlog::info("node {} (raft id {}) in cluster '{}' with {} peers; peers on {}",
+                 config_.node_id, raft_id_, config_.cluster_id, mo.peers.size(), mo.listen);
     return std::nullopt;
 }
 

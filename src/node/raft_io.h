@@ -19,12 +19,14 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "net/log_limiter.h"
 #include "net/peer_mesh.h"
 #include "node/autonomy.h"
 #include "node/config.h"
+#include "node/members.h"
 #include "node/snapshot_transfer.h"
 #include "shell/raft_shell.h"
 #include "storage/database.h"
@@ -39,9 +41,12 @@ class RaftIo final : public shell::Storage, public shell::Transport, public Over
            storage::Database& db, Clock clock);
     ~RaftIo() override;
 
-    // Starts the storage thread and, in a cluster, the peer mesh. Frames and completions
-    // go to `shell` from then on. Returns a message on failure.
-    std::optional<std::string> start(shell::RaftShell& shell);
+    // Starts the storage thread and, in a cluster, the peer mesh with `members` as peers
+    // (a joining node that knows none accepts the member that dials it). Frames and
+    // completions go to `shell` from then on. Returns a message on failure.
+    std::optional<std::string> start(shell::RaftShell& shell, const MemberDirectory& members);
+    // The membership changed: the mesh's peers follow it. Returns why not ("" when done).
+    std::string set_members(const MemberDirectory& members);
     void stop();
     // Keeps the snapshot streams going (called on every tick).
     void pump();
@@ -63,7 +68,8 @@ class RaftIo final : public shell::Storage, public shell::Transport, public Over
         std::chrono::steady_clock::time_point heartbeat_sent{};  // {}: none outstanding
     };
     const PeerSeen* peer_seen(std::uint64_t peer) const {
-        return peer < seen_.size() ? &seen_[peer] : nullptr;
+        auto it = seen_.find(peer);
+        return it == seen_.end() ? nullptr : &it->second;
     }
     std::uint64_t snapshots_sent() const { return transfer_.sent(); }
     const storage::WriteMetrics* write_metrics() const {
@@ -103,8 +109,9 @@ class RaftIo final : public shell::Storage, public shell::Transport, public Over
     SnapshotTransfer transfer_;
     std::shared_ptr<const storage::Checkpoint> checkpoint_;
     std::uint64_t dropped_ = 0;
-    // By Raft id (slot 0 unused): every peer frame writes here, so no lookup by key.
-    std::vector<PeerSeen> seen_;
+    // By Raft id: the members', and those of strangers that proved the secret (a joining
+    // node), so as many as the directory's ids.
+    std::unordered_map<std::uint64_t, PeerSeen> seen_;
     net::LogLimiter drop_log_{std::chrono::seconds(10)};
     bool stopped_ = false;
     // Alive as long as this object: posted completions check it before touching `this`.

@@ -97,6 +97,51 @@ std::string stats_reply(std::uint64_t id, const queue::Store& store, const std::
     return f.finish();
 }
 
+std::string members_reply(std::uint64_t id, const MembersInfo& m) {
+    FrameBuilder f;
+    f.begin_ok(id, 4);
+    f.key(field::members);
+    f.pk().pack_array(std::uint32_t(m.members.size()));
+    for (const auto& x : m.members) {
+        f.pk().pack_map(9);
+        f.key(field::name);
+        f.str(x.name);
+        f.key(field::raft_id);
+        f.pk().pack_uint64(x.raft_id);
+        f.key(field::role);
+        f.str(x.voter ? wire::word::voter : wire::word::learner);
+        f.key(field::peer);
+        f.str(x.peer);
+        f.key(field::client);
+        f.str(x.client);
+        f.key(field::admin);
+        f.str(x.admin);
+        f.key(field::connected);
+        f.pk().pack(x.connected);
+        f.key(field::match);
+        f.pk().pack_uint64(x.match);
+        f.key(field::lag);
+        f.pk().pack_uint64(x.lag);
+    }
+    f.key(field::leader_id);
+    f.str(m.leader_id);
+    f.key(field::membership_index);
+    f.pk().pack_uint64(m.membership_index);
+    f.key(field::pending);
+    f.pk().pack(m.pending);
+    return f.finish();
+}
+
+std::string member_changed_reply(std::uint64_t id, const std::string& name, std::uint64_t raft_id) {
+    FrameBuilder f;
+    f.begin_ok(id, 2);
+    f.key(field::name);
+    f.str(name);
+    f.key(field::raft_id);
+    f.pk().pack_uint64(raft_id);
+    return f.finish();
+}
+
 std::string status_reply(std::uint64_t id, const StatusInfo& s) {
     FrameBuilder f;
     f.begin_ok(id, 15);

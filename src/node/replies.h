@@ -33,7 +33,27 @@ struct StatusInfo {
     std::uint64_t merged = 0, merge_taken_over = 0, merge_kept = 0, merge_both_sides = 0;
 };
 
+// One member as `members` lists it.
+struct MemberStatus {
+    std::string name;
+    std::uint64_t raft_id = 0;
+    bool voter = true;
+    std::string peer, client, admin;
+    bool connected = false;            // this node's link to it (true for itself)
+    std::uint64_t match = 0, lag = 0;  // as the leader sees it; 0 elsewhere
+};
+
+struct MembersInfo {
+    std::vector<MemberStatus> members;
+    std::string leader_id;               // the leader's name; empty when unknown
+    std::uint64_t membership_index = 0;  // the entry it came from (0: the config's list)
+    bool pending = false;                // not committed yet
+};
+
 std::string get_reply(std::uint64_t id, const queue::TaskView& task);
+std::string members_reply(std::uint64_t id, const MembersInfo& m);
+// A membership change applied: the member it was about.
+std::string member_changed_reply(std::uint64_t id, const std::string& name, std::uint64_t raft_id);
 // `queue` null: every queue.
 std::string stats_reply(std::uint64_t id, const queue::Store& store, const std::string* queue,
                         std::int64_t now);

@@ -90,6 +90,7 @@ void Raft::reset(Term term) {
     reads_before_commit_.clear();
     reads_.clear();
     removed_.clear();
+    leaving_.clear();
 }
 
 void Raft::reset_election_timeout() {
@@ -190,6 +191,7 @@ void Raft::tick_leader() {
     }
     if (heartbeat_elapsed_ >= cfg_.heartbeat_tick) {
         heartbeat_elapsed_ = 0;
+        see_off_leaving();
         bcast_heartbeat();
         for (auto& [id, pr] : peers_) {
             // Lost appends are only noticed by silence: resend from what is known to

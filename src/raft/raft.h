@@ -185,6 +185,8 @@ class Raft {
     // The leader left the voters and the change is committed: it steps down.
     void maybe_step_down_removed();
     Status check_change(const Membership& next) const;
+    // Leader, each heartbeat interval: forgets removed members once they know.
+    void see_off_leaving();
 
     // Reads (raft.cpp)
     void bcast_heartbeat();
@@ -232,6 +234,14 @@ class Raft {
     std::map<Index, Membership> confs_;
     // Voters that a change in this term removed (only the planted defect counts them).
     std::vector<NodeId> removed_;
+    // Leader: members a change removed, still sent the log until they hold the change and
+    // know it committed (see_off_leaving); never counted.
+    struct Leaving {
+        Index index = 0;  // the configuration entry that removed it
+        int rounds = 0;   // heartbeat intervals it has held it since it committed
+        int ticks = 0;    // heartbeat intervals since it committed
+    };
+    std::map<NodeId, Leaving> leaving_;
 
     std::vector<Message> msgs_;
     std::vector<ReadState> read_states_;

@@ -57,7 +57,27 @@ void Raft::log_changed(Index from, const std::vector<Entry>& entries) {
     for (NodeId id : voters_before) {
         if (!membership().is_voter(id)) removed_.push_back(id);
     }
+    for (const auto& [id, pr] : peers_) {
+        if (!membership().contains(id) && !leaving_.count(id)) leaving_[id] = {membership_index(), 0};
+    }
     track_members();
+}
+
+void Raft::see_off_leaving() {
+    // A removed member learns that its removal committed only from us (its peers stop
+    // talking to it), so it is sent appends and heartbeats until it holds the change and
+    // was told it is committed (two heartbeats after that), or for two election timeouts.
+    for (auto it = leaving_.begin(); it != leaving_.end();) {
+        auto& [id, state] = *it;
+        auto pr = peers_.find(id);
+        bool done = pr == peers_.end();
+        if (!done && log_.committed() >= state.index) {
+            state.rounds += pr->second.match >= state.index ? 1 : 0;
+            done = state.rounds > 2 || ++state.ticks > 2 * cfg_.election_tick;
+        }
+        if (done && pr != peers_.end() && !membership().contains(id)) peers_.erase(pr);
+        it = done ? leaving_.erase(it) : std::next(it);
+    }
 }
 
 void Raft::restore_membership(const Snapshot& snap) {
@@ -88,7 +108,7 @@ void Raft::track_members() {
         add(id);
     const bool keep_removed = planted(PlantedBug::removed_counted_in_quorum);
     for (auto it = peers_.begin(); it != peers_.end();) {
-        bool kept = now.contains(it->first) ||
+        bool kept = now.contains(it->first) || leaving_.count(it->first) ||
                     (keep_removed && std::count(removed_.begin(), removed_.end(), it->first));
         it = kept ? std::next(it) : peers_.erase(it);
     }

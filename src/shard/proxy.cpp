@@ -100,6 +100,11 @@ void Proxy::on_frame(const ConnPtr& conn, std::string_view frame) {
     if (std::holds_alternative<net::GetStats>(req.body)) return to_every_shard(conn, req, frame);
     if (auto* h = std::get_if<net::Hello>(&req.body)) return hello(conn, req.id, *h);
     if (std::holds_alternative<net::GetStatus>(req.body)) return status(conn, req.id);
+    if (std::holds_alternative<net::GetMembers>(req.body) ||
+        std::holds_alternative<net::ChangeMember>(req.body))
+        return conn->send(net::error_frame(
+            req.id, Code::bad_request,
+            "membership is per shard: send member ops to a node of that shard, not the proxy"));
     if (std::holds_alternative<net::GetShards>(req.body)) {
         std::vector<std::string> leaders;
         for (std::size_t i = 0; i < router_->map().shards.size(); ++i)

@@ -36,6 +36,10 @@ enum class Op : std::uint8_t {
     stats,
     status,
     shards,
+    members,
+    member_add,
+    member_promote,
+    member_remove,
 };
 
 struct OpInfo {
@@ -48,7 +52,7 @@ struct OpInfo {
 };
 
 // clang-format off
-inline constexpr std::array<OpInfo, 15> kOps{{
+inline constexpr std::array<OpInfo, 19> kOps{{
     //  op           name       writes resend task   lease
     {Op::ping,    "ping",    false, true,  false, false},
     {Op::hello,   "hello",   false, true,  false, false},
@@ -66,6 +70,12 @@ inline constexpr std::array<OpInfo, 15> kOps{{
     {Op::stats,   "stats",   false, true,  false, false},
     {Op::status,  "status",  false, true,  false, false},
     {Op::shards,  "shards",  false, true,  false, false},
+    // Membership (docs/operations.md): a change goes through the log, but as a
+    // configuration entry the node proposes itself, not as a command.
+    {Op::members,        "members",        false, true,  false, false},
+    {Op::member_add,     "member_add",     false, false, false, false},
+    {Op::member_promote, "member_promote", false, false, false, false},
+    {Op::member_remove,  "member_remove",  false, false, false, false},
 }};
 // clang-format on
 
@@ -130,6 +140,9 @@ inline constexpr std::string_view peer_input_dropped = "peer_input_dropped";
 inline constexpr std::string_view buckets = "buckets", hash = "hash", shard = "shard";
 inline constexpr std::string_view shards = "shards", name = "name", members = "members";
 inline constexpr std::string_view client = "client", map_version = "map_version";
+// members and member_*: also name, peer, client, role, match, lag, connected, pending.
+inline constexpr std::string_view raft_id = "raft_id", admin = "admin";
+inline constexpr std::string_view membership_index = "membership_index";
 }  // namespace field
 
 // The words some fields take.
@@ -140,6 +153,7 @@ inline constexpr std::string_view normal = "normal", autonomous = "autonomous"; 
 inline constexpr std::string_view merging = "merging";
 inline constexpr std::string_view proxy = "proxy";      // role and mode of dueq-proxy
 inline constexpr std::string_view fnv1a64 = "fnv1a64";  // shards: hash
+inline constexpr std::string_view voter = "voter", learner = "learner";  // members: role
 }  // namespace word
 
 // The words of `mode` in a put and of `consistency` in a get or stats, in order.
@@ -174,7 +188,7 @@ struct RequestField {
 // Every field a request may carry besides `id` and `op` (unknown fields are ignored).
 // Which op reads which, and which it requires: docs/protocol.md.
 // clang-format off
-inline constexpr std::array<RequestField, 21> kRequestFields{{
+inline constexpr std::array<RequestField, 25> kRequestFields{{
     {field::queue,                 FieldType::name},
     {field::key,                   FieldType::task_key},
     {field::payload,               FieldType::payload},
@@ -196,6 +210,10 @@ inline constexpr std::array<RequestField, 21> kRequestFields{{
     {field::mode,                  FieldType::word, 0, kPutModes},
     {field::consistency,           FieldType::word, 0, kConsistencies},
     {field::token,                 FieldType::text},
+    {field::name,                  FieldType::name},  // member_*: the member's [node] id
+    {field::peer,                  FieldType::text},
+    {field::client,                FieldType::text},
+    {field::admin,                 FieldType::text},
 }};
 // clang-format on
 

@@ -62,7 +62,7 @@ TEST_CASE("[node] dial overrides where this node dials a member, and is checked"
     CHECK(c.dial.at("n2") == "127.0.0.1:17812");
     // The override is node-local: the membership fingerprint ignores it.
     auto plain = parse_config("[node]\nid = \"n1\"\n" + cluster, "t");
-    CHECK(dueq::node::membership_fingerprint(c) == dueq::node::membership_fingerprint(plain));
+    CHECK(dueq::node::cluster_fingerprint(c) == dueq::node::cluster_fingerprint(plain));
 
     CHECK(error_of("[node]\nid = \"n1\"\ndial = { n9 = \"127.0.0.1:1\" }\n" + cluster)
               .find("'n9' is not one of [cluster] members") != std::string::npos);
@@ -161,7 +161,7 @@ slow_fsync_ms = 0
     // The admin address is local knowledge: it does not change the membership fingerprint.
     auto without = c;
     without.members[0].admin.clear();
-    CHECK(dueq::node::membership_fingerprint(c) == dueq::node::membership_fingerprint(without));
+    CHECK(dueq::node::cluster_fingerprint(c) == dueq::node::cluster_fingerprint(without));
     CHECK(error_of("[log]\nformat = \"xml\"\n").find("[log] format") != std::string::npos);
     CHECK(error_of("[admin]\nport = 1\n").find("port") != std::string::npos);
     CHECK(error_of("[log]\nslow_fsync_ms = -1\n").find("slow_fsync_ms") != std::string::npos);

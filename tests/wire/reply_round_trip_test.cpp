@@ -193,6 +193,33 @@ std::vector<Case> reply_cases(const queue::Store& store) {
     add(Op::status, node::status_reply(77, info),
         client_reads<client::StatusResponse>(
             [info](const client::StatusResponse& r, Compare& c) { compare_status(r, info, c); }));
+    node::MembersInfo members;
+    members.members.push_back({"n1", 1, true, "10.0.0.1:7800", "n1:7700", "n1:7900", true, 40, 2});
+    members.members.push_back({"n4", 4, false, "10.0.0.4:7800", "n4:7700", "", false, 7, 35});
+    members.leader_id = "n1", members.membership_index = 33, members.pending = true;
+    add(Op::members, node::members_reply(77, members),
+        client_reads<client::MembersResponse>([members](const client::MembersResponse& r,
+                                                        Compare& c) {
+            c("members", r.members.size(), members.members.size());
+            for (std::size_t i = 0; i < std::min(r.members.size(), members.members.size()); ++i) {
+                const auto& got = r.members[i];
+                const auto& want = members.members[i];
+                c("name", got.name, want.name), c("raft_id", got.raft_id, want.raft_id);
+                c("role", got.role, std::string(want.voter ? "voter" : "learner"));
+                c("peer", got.peer, want.peer), c("client", got.client, want.client);
+                c("admin", got.admin, want.admin), c("connected", got.connected, want.connected);
+                c("match", got.match, want.match), c("lag", got.lag, want.lag);
+            }
+            c("leader_id", r.leader_id, members.leader_id);
+            c("membership_index", r.membership_index, members.membership_index);
+            c("pending", r.pending, members.pending);
+        }));
+    for (Op op : {Op::member_add, Op::member_promote, Op::member_remove})
+        add(op, node::member_changed_reply(77, "n4", 4),
+            client_reads<client::MemberChangeResponse>(
+                [](const client::MemberChangeResponse& r, Compare& c) {
+                    c("name", r.name, "n4"), c("raft_id", r.raft_id, 4u);
+                }));
     // The shard map: `shard` (the answering node's own shard) and each shard's `leader`
     // are hints the C++ sharded client does not use; it asks members for their leader.
     add(Op::shards, shard::shards_reply(77, two_shards(), "s1", {"h:1", ""}),

@@ -186,6 +186,28 @@ std::vector<Case> request_cases() {
         [](const net::Request& r, Compare& c) {
             c("body", std::holds_alternative<net::GetStatus>(r.body), true);
         });
+    add(Op::members, encoded(client::encode_request(client::MembersRequest{}, 77)),
+        [](const net::Request& r, Compare& c) {
+            c("body", std::holds_alternative<net::GetMembers>(r.body), true);
+        });
+    client::MemberAddRequest member_add{"n4", "10.0.0.4:7800", "n4:7700", "n4:7900"};
+    add(Op::member_add, encoded(client::encode_request(member_add, 77)),
+        [](const net::Request& r, Compare& c) {
+            const auto* m = std::get_if<net::ChangeMember>(&r.body);
+            c("op", m && m->op == Op::member_add, true);
+            c("name", m ? m->name : "", "n4"), c("peer", m ? m->peer : "", "10.0.0.4:7800");
+            c("client", m ? m->client : "", "n4:7700"), c("admin", m ? m->admin : "", "n4:7900");
+        });
+    add(Op::member_promote, encoded(client::encode_request(client::MemberPromoteRequest{"n4"}, 77)),
+        [](const net::Request& r, Compare& c) {
+            const auto* m = std::get_if<net::ChangeMember>(&r.body);
+            c("op", m && m->op == Op::member_promote, true), c("name", m ? m->name : "", "n4");
+        });
+    add(Op::member_remove, encoded(client::encode_request(client::MemberRemoveRequest{"n2"}, 77)),
+        [](const net::Request& r, Compare& c) {
+            const auto* m = std::get_if<net::ChangeMember>(&r.body);
+            c("op", m && m->op == Op::member_remove, true), c("name", m ? m->name : "", "n2");
+        });
     // dueq-proxy and dueqctl ask for the shard map with a request built field by field; a
     // proxy or node relaying a request marks it forwarded.
     auto shards = shard::request_map(wire::op_name(Op::shards), 0);
