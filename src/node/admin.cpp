@@ -122,7 +122,7 @@ void NodeAdmin::on_request(const admin::HttpRequest& req, admin::HttpServer::Res
 }
 
 std::string NodeAdmin::unhealthy_reason() const {
-    if (node_.config_.members.size() <= 1) return {};  // standalone: serving is all it takes
+    if (!node_.raft_io_->has_mesh()) return {};  // standalone: serving is all it takes
     const raft::Raft& raft = node_.shell_->raft();
     const std::int64_t now = node_.now_ms();
     // Half an election timeout is five missed heartbeats: late enough not to flap, early
@@ -138,12 +138,13 @@ std::string NodeAdmin::unhealthy_reason() const {
         return "no leader for " + std::to_string(now - node_.metrics_.leaderless_since) + " ms" +
                note;
     if (node_.is_leader()) {
-        std::size_t heard = 1;
-        for (std::size_t id = 1; id <= node_.config_.members.size(); ++id)
-            if (id != node_.raft_id_ && heard_within(id)) ++heard;
-        if (heard * 2 <= node_.config_.members.size())
+        const auto& voters = raft.membership().voters;
+        std::size_t heard = 0;
+        for (raft::NodeId id : voters)
+            if (id == node_.raft_id_ || heard_within(id)) ++heard;
+        if (heard * 2 <= voters.size())
             return "leader without a quorum: heard from " + std::to_string(heard) + " of " +
-                   std::to_string(node_.config_.members.size()) + " members in the last " +
+                   std::to_string(voters.size()) + " voters in the last " +
                    std::to_string(silence) + " ms" + note;
         return {};
     }
@@ -152,7 +153,7 @@ std::string NodeAdmin::unhealthy_reason() const {
         const std::string since = seen && seen->last_heard_ms >= 0
                                       ? std::to_string(now - seen->last_heard_ms) + " ms"
                                       : "ever";
-        return "nothing from leader " + member_id(node_.config_, raft.leader()) + " for " + since +
+        return "nothing from leader " + node_.member_name(raft.leader()) + " for " + since +
                note;
     }
     return {};
@@ -185,7 +186,8 @@ json NodeAdmin::status_object() const {
             pj["match"] = p.match;
             pj["lag"] = p.lag;
         }
-        const auto* seen = node_.raft_io_->peer_seen(raft_id_of(node_.config_, p.id));
+        const MemberEntry* entry = node_.members_.by_name(p.id);
+        const auto* seen = entry ? node_.raft_io_->peer_seen(entry->raft_id) : nullptr;
         if (seen && seen->last_heard_ms >= 0)
             pj["last_heard_ms_ago"] = node_.now_ms() - seen->last_heard_ms;
         if (seen && seen->rtt_us >= 0) pj["rtt_ms"] = double(seen->rtt_us) / 1000.0;
@@ -200,8 +202,12 @@ json NodeAdmin::status_object() const {
     j["queues"] = std::move(queues);
     add_history(j, node_.metrics_);
     json members = json::array();
-    for (const auto& m : node_.config_.members)
-        members.push_back({{"id", m.id}, {"client", m.client}, {"admin", m.admin}});
+    for (const auto& m : node_.members_info().members) {
+        json mj{{"id", m.name},         {"raft_id", m.raft_id}, {"role", m.voter ? "voter" : "learner"},
+                {"client", m.client},   {"admin", m.admin}};
+        if (node_.is_leader()) mj["lag"] = m.lag;  // a learner's catch-up
+        members.push_back(std::move(mj));
+    }
     j["members"] = std::move(members);
     return j;
 }
@@ -215,7 +221,9 @@ void NodeAdmin::cluster_json(admin::HttpServer::Respond respond) {
     };
     auto g = std::make_shared<Gather>();
     g->respond = std::move(respond);
-    std::vector<Member> members = node_.config_.members;
+    std::vector<Member> members;
+    for (const auto& m : node_.members_.members)
+        members.push_back({m.name, m.peer, m.client, m.admin});
     if (members.empty())
         members.push_back({node_.config_.node_id, "", node_.config_.client_advertise, ""});
     g->members = json::array();
@@ -265,8 +273,8 @@ void NodeAdmin::observe_raft() {
         node_.metrics_.seen_term = raft.term();
     }
     if (raft.leader() != node_.metrics_.seen_leader) {
-        LeaderChange c{now, raft.term(), member_id(node_.config_, node_.metrics_.seen_leader),
-                       member_id(node_.config_, raft.leader()), ""};
+        LeaderChange c{now, raft.term(), node_.member_name(node_.metrics_.seen_leader),
+                       node_.member_name(raft.leader()), ""};
         if (raft.leader() == node_.raft_id_) {
             c.reason = "this node won the election";
         } else if (raft.leader() != raft::kNoNode) {

@@ -67,6 +67,12 @@ inline constexpr Family kPeerRtt{"dueq_peer_rtt_seconds", "gauge",
     "The latest heartbeat round trip to a peer (measured by the leader)."};
 inline constexpr Family kPeerLag{"dueq_peer_lag_entries", "gauge",
     "Log entries the leader has that a peer is not known to have."};
+inline constexpr Family kMembers{"dueq_members", "gauge",
+    "Members of this node's Raft group in the membership in force, by role: voter or learner."};
+inline constexpr Family kMembershipIndex{"dueq_membership_index", "gauge",
+    "The log index of the membership in force (0: the config's member list)."};
+inline constexpr Family kMembershipPending{"dueq_membership_pending", "gauge",
+    "1 while the membership in force is not committed yet (a change in flight)."};
 inline constexpr Family kMode{"dueq_mode", "gauge",
     "1 for the mode this node is in: normal, autonomous (cut off, serving alone) or merging."};
 inline constexpr Family kOverlayRecords{"dueq_autonomy_overlay_records", "gauge",
@@ -74,7 +80,7 @@ inline constexpr Family kOverlayRecords{"dueq_autonomy_overlay_records", "gauge"
 inline constexpr Family kHealthy{"dueq_healthy", "gauge", "1 when /health answers 200."};
 // clang-format on
 
-inline constexpr std::array<const Family*, 36> kAll{
+inline constexpr std::array<const Family*, 39> kAll{
     &kRequests,
     &kRequestDuration,
     &kRaftTerm,
@@ -108,6 +114,9 @@ inline constexpr std::array<const Family*, 36> kAll{
     &kPeerUp,
     &kPeerRtt,
     &kPeerLag,
+    &kMembers,
+    &kMembershipIndex,
+    &kMembershipPending,
     &kMode,
     &kOverlayRecords,
     &kHealthy,

@@ -124,12 +124,21 @@ void NodeAdmin::queue_metrics(admin::PromText& m) const {
 }
 
 void NodeAdmin::peer_metrics(admin::PromText& m) const {
-    const auto& members = node_.config_.members;
-    if (members.size() <= 1) return;
+    const raft::Raft& r = node_.shell_->raft();
+    m.family(metric::kMembers);
+    m.sample(admin::Labels{{"role", "voter"}}, U(r.membership().voters.size()));
+    m.sample(admin::Labels{{"role", "learner"}}, U(r.membership().learners.size()));
+    m.family(metric::kMembershipIndex);
+    m.sample(U(r.membership_index()));
+    m.family(metric::kMembershipPending);
+    m.sample(U(r.log().committed() < r.membership_index() ? 1 : 0));
+    if (!node_.raft_io_->has_mesh()) return;
     const auto& io = *node_.raft_io_;
+    // Learners included: their lag is their catch-up.
     auto others = [&](auto&& each) {
-        for (std::size_t id = 1; id <= members.size(); ++id)
-            if (id != node_.raft_id_) each(id, admin::Labels{{"peer", members[id - 1].id}});
+        for (const auto& member : node_.members_.members)
+            if (member.raft_id != node_.raft_id_)
+                each(member.raft_id, admin::Labels{{"peer", member.name}});
     };
     m.family(metric::kPeerUp);
     others([&](std::size_t id, const admin::Labels& peer) {

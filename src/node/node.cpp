@@ -287,7 +287,7 @@ StatusInfo Node::status_info() const {
                                                         : "standalone";
     s.term = raft.term();
     s.leader = leader_client_address();
-    s.leader_id = member_id(config_, raft.leader());
+    s.leader_id = member_name(raft.leader());
     s.commit_index = raft.log().committed();
     s.last_index = raft.log().last_index();
     s.applied_index = applied_index();
@@ -303,11 +303,10 @@ StatusInfo Node::status_info() const {
     s.merge_taken_over = heal.taken_over;
     s.merge_kept = heal.kept;
     s.merge_both_sides = heal.both_sides;
-    for (std::size_t i = 0; i < config_.members.size(); ++i) {
-        if (i + 1 == raft_id_) continue;
-        PeerStatus p{config_.members[i].id, config_.members[i].peer,
-                     raft_io_->has_mesh() && raft_io_->connected(i + 1)};
-        if (const auto* pr = raft.progress(i + 1)) {
+    for (const auto& m : members_.members) {
+        if (m.raft_id == raft_id_) continue;
+        PeerStatus p{m.name, m.peer, raft_io_->has_mesh() && raft_io_->connected(m.raft_id)};
+        if (const auto* pr = raft.progress(m.raft_id)) {
             p.match = pr->match;
             p.lag = s.last_index > pr->match ? s.last_index - pr->match : 0;
         }

@@ -139,6 +139,9 @@ class Node {
     void fail_stop(const std::string& message);
     bool is_leader() const { return shell_->is_leader(); }
     std::string leader_client_address() const;
+    // The name of the member with this Raft id ("" for none; "#N" for one not in the
+    // membership in force).
+    std::string member_name(std::uint64_t raft_id) const;
     std::int64_t now_ms() const;
     std::int64_t store_now() const;  // the store's time, or the clock if later
 

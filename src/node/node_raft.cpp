@@ -253,6 +253,12 @@ void Node::arm_timer() {
     });
 }
 
+std::string Node::member_name(std::uint64_t raft_id) const {
+    if (raft_id == 0) return {};
+    if (const MemberEntry* m = members_.by_id(raft_id)) return m->name;
+    return "#" + std::to_string(raft_id);
+}
+
 MemberDirectory Node::current_members() const {
     const raft::Membership& m = shell_->raft().membership();
     if (m.empty()) return {};  // joining: no member known yet
