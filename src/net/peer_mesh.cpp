@@ -64,6 +64,7 @@ MeshCore::Peer MeshCore::make_peer(const PeerAddress& p) const {
     peer.id = p.id;
     peer.address = p.address;
     peer.backoff = opts_.backoff_min;
+    if (p.address.empty()) return peer;  // known by id only: it dials us (a joining node)
     try {
         peer.endpoint = parse_endpoint(p.address);
     } catch (const std::exception& e) {
@@ -72,14 +73,16 @@ MeshCore::Peer MeshCore::make_peer(const PeerAddress& p) const {
     return peer;
 }
 
-void MeshCore::set_peers(const std::vector<PeerAddress>& peers) {
+void MeshCore::set_peers(const std::vector<PeerAddress>& peers, bool accept_strangers) {
     std::unordered_map<std::uint64_t, Peer> fresh;
     for (const auto& p : peers)
         fresh.emplace(p.id, make_peer(p));  // throws before anything changed
-    accept_strangers_ = false;
+    accept_strangers_ = accept_strangers;
     for (auto it = peers_.begin(); it != peers_.end();) {
         auto next = fresh.find(it->first);
-        if (next != fresh.end() && next->second.address == it->second.address) {
+        // Listed without an address: keep whatever link it has.
+        if (next != fresh.end() &&
+            (next->second.address == it->second.address || next->second.address.empty())) {
             fresh.erase(next);
             ++it;
             continue;
@@ -88,9 +91,9 @@ void MeshCore::set_peers(const std::vector<PeerAddress>& peers) {
         it = peers_.erase(it);
     }
     for (auto& [id, peer] : fresh) {
-        spdlog::info("peer mesh: peer {} at {}", id, peer.address);
+        spdlog::info("peer mesh: peer {} at {}", id, peer.address.empty() ? "(it dials)" : peer.address);
         Peer& added = peers_.emplace(id, std::move(peer)).first->second;
-        if (started_ && !stopped_) dial(added);
+        if (started_ && !stopped_ && !added.address.empty()) dial(added);
     }
 }
 
@@ -286,8 +289,8 @@ std::uint16_t PeerMesh::port() const {
 bool PeerMesh::send(std::uint64_t to, std::string payload) {
     return core_->send(to, std::move(payload));
 }
-void PeerMesh::set_peers(const std::vector<PeerAddress>& peers) {
-    core_->set_peers(peers);
+void PeerMesh::set_peers(const std::vector<PeerAddress>& peers, bool accept_strangers) {
+    core_->set_peers(peers, accept_strangers);
 }
 bool PeerMesh::connected(std::uint64_t peer) const {
     return core_->connected(peer);

@@ -96,10 +96,11 @@ class PeerMesh {
     // risk delivering them out of order).
     bool send(std::uint64_t to, std::string payload);
     // The membership changed: peers not listed are disconnected and forgotten (on_change
-    // says so if one was up), new ones are dialed, a changed address is redialed. Also
-    // ends accept_strangers. Throws std::runtime_error for an address that does not parse
+    // says so if one was up), new ones are dialed, a changed address is redialed; one
+    // listed with an empty address keeps its link but is not dialed. `accept_strangers`
+    // replaces the option's. Throws std::runtime_error for an address that does not parse
     // (nothing changes then).
-    void set_peers(const std::vector<PeerAddress>& peers);
+    void set_peers(const std::vector<PeerAddress>& peers, bool accept_strangers = false);
     bool connected(std::uint64_t peer) const;
     // Unsent bytes to that peer, length prefixes included (for pacing snapshot streams).
     std::size_t queued_bytes(std::uint64_t peer) const;

@@ -41,7 +41,7 @@ class MeshCore final : public PeerLinkOwner, public std::enable_shared_from_this
         return ec ? 0 : ep.port();
     }
     bool send(std::uint64_t to, std::string payload);
-    void set_peers(const std::vector<PeerAddress>& peers);
+    void set_peers(const std::vector<PeerAddress>& peers, bool accept_strangers);
     bool connected(std::uint64_t peer) const {
         auto it = peers_.find(peer);
         return it != peers_.end() && it->second.active;

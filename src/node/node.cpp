@@ -21,7 +21,7 @@ constexpr const char* kLeaderOnly = "consistency \"leader\" reads are served by 
 }  // namespace
 
 Node::Node(asio::io_context& io, Config config)
-    : io_(io), config_(std::move(config)), tick_timer_(io), timer_(io) {}
+    : io_(io), config_(std::move(config)), tick_timer_(io), timer_(io), stop_timer_(io) {}
 
 Node::~Node() {
     stop();

@@ -18,6 +18,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -46,6 +47,8 @@ namespace dueq::node {
 // dueqd's exit status when it stops because it was removed from the cluster (a service
 // manager should not restart it: RestartPreventExitStatus).
 inline constexpr int kRemovedExitStatus = 78;
+// How long a removed node goes on after it learned (answers in flight go out).
+inline constexpr int kRemovedStopMs = 500;
 
 class Node {
   public:
@@ -127,6 +130,9 @@ class Node {
     MemberDirectory current_members() const;
     // The membership changed: the mesh follows it; a node it removed stops.
     void on_membership_changed();
+    // The mesh's peers: the members in force and committed, and those the leader still
+    // tells they were removed (Raft::leaving).
+    void update_peers();
     std::optional<std::string> start_shell(const storage::Loaded& loaded,
                                            std::unique_ptr<queue::Store> store);
     // Leader: proposes a declare for each queue whose [queues] settings in this node's
@@ -152,7 +158,11 @@ class Node {
     Config config_;
     std::uint64_t raft_id_ = 1;
     MemberDirectory members_;  // of the membership in force (current_members)
+    MemberDirectory peers_;    // what the mesh was last given (update_peers)
+    std::uint64_t peers_leader_ = 0;  // and the leader it was given with
+    std::map<std::uint64_t, MemberEntry> known_members_;  // every member seen, by Raft id
     bool joined_ = false;      // joined a running cluster (dueqd --join; the member record)
+    bool removed_ = false;     // a committed membership left this node out: it stops soon
     mutable NodeClock clock_;  // every time the node reads goes through it (clock.h)
     PlantedDefects planted_;
     std::unique_ptr<storage::Database> db_;
@@ -165,6 +175,7 @@ class Node {
     boost::asio::steady_timer tick_timer_;
     bool ready_scheduled_ = false;
     boost::asio::steady_timer timer_;  // the write path's next deadline
+    boost::asio::steady_timer stop_timer_;  // a removed node's stop (on_membership_changed)
     std::int64_t timer_at_ = 0;        // time the timer is set for (0: unset)
     bool stopped_ = false;
     bool loading_ = true;  // until start() has replayed the log and serves clients

@@ -99,7 +99,9 @@ std::optional<std::string> Node::check_member_name() const {
     const MemberDirectory& dir = members_;
     const MemberEntry* by_id = dir.by_id(raft_id_);
     const MemberEntry* by_name = dir.by_name(config_.node_id);
-    if (by_id ? by_id->name == config_.node_id : !by_name) return std::nullopt;
+    // A node that joined may know a membership from before it was added, in which its
+    // name may belong to the member it replaced.
+    if (by_id ? by_id->name == config_.node_id : (!by_name || joined_)) return std::nullopt;
     const std::uint64_t listed = by_name ? by_name->raft_id : 0;
     return "refusing to serve from " + config_.data_dir + ": it holds the data of " +
            member_record(config_, raft_id_) + ", but the membership in force makes this node " +
@@ -162,6 +164,7 @@ std::optional<std::string> Node::start_shell(const storage::Loaded& loaded,
         return "refusing to serve from " + config_.data_dir + ": a corrupt overlay record";
     raft_io_->set_autonomy(autonomy_.get());
     raft_io_->set_checkpoint(db_->checkpoint(shell_->log().snapshot().meta));
+    peers_ = members_;
     if (auto err = raft_io_->start(*shell_, members_)) return err;
     on_tick();
     return std::nullopt;
@@ -201,6 +204,7 @@ void Node::propose_configured_settings() {
 void Node::on_tick() {
     if (stopped_) return;
     shell_->tick(now_ms());
+    update_peers();  // a removed member the leader stops telling
     leader_reads_->on_tick(is_leader(), now_ms());
     if (admin_) admin_->observe_raft();
     const bool was_serving = autonomy_->serving();
@@ -259,6 +263,33 @@ std::string Node::member_name(std::uint64_t raft_id) const {
     return "#" + std::to_string(raft_id);
 }
 
+void Node::update_peers() {
+    if (!raft_io_ || !shell_) return;
+    const raft::Raft& raft = shell_->raft();
+    for (const auto& m : members_.members)
+        known_members_[m.raft_id] = m;
+    // Until a change commits, the members of the committed membership still count (a
+    // removed leader leads until then); a leader also tells removed members they are.
+    MemberDirectory peers = members_;
+    auto add = [&](raft::NodeId id) {
+        auto known = known_members_.find(id);
+        if (!peers.by_id(id) && known != known_members_.end()) peers.members.push_back(known->second);
+    };
+    if (!raft.membership().empty()) {
+        for (raft::NodeId id : raft.committed_membership().voters)
+            add(id);
+        for (raft::NodeId id : raft.committed_membership().learners)
+            add(id);
+    }
+    for (raft::NodeId id : raft.leaving())
+        add(id);
+    if (peers == peers_ && raft.leader() == peers_leader_) return;
+    peers_ = peers;
+    peers_leader_ = raft.leader();
+    if (auto err = raft_io_->set_members(peers_, peers_leader_); !err.empty())
+        spdlog::error("membership: peers not updated: {}", err);
+}
+
 MemberDirectory Node::current_members() const {
     const raft::Membership& m = shell_->raft().membership();
     if (m.empty()) return {};  // joining: no member known yet
@@ -274,24 +305,31 @@ void Node::on_membership_changed() {
         spdlog::info("membership now {} (index {}, {})", raft::describe(m),
                      raft.membership_index(), committed ? "committed" : "not committed yet");
         members_ = std::move(now);
-        if (raft_io_) {
-            if (auto err = raft_io_->set_members(members_); !err.empty())
-                spdlog::error("membership: peers not updated: {}", err);
-        }
     }
+    update_peers();
     // Removed: a committed membership leaves this node out, and its ids are past ours (a
     // node that joins learns older memberships first, which predate its id).
     const auto dir = decode_directory(m.directory);
-    if (!m.empty() && !m.contains(raft_id_) && committed && dir && dir->next_id > raft_id_) {
-        spdlog::critical(
-            "stopping: this node ({}, raft id {}) was removed from cluster '{}' (membership at "
-            "index {}: {}). It takes no further part; its data dir may be deleted. To bring this "
-            "machine back, add it as a new member (dueqctl member add, then dueqd --join with "
-            "an empty data dir; docs/operations.md).",
+    if (!m.empty() && !m.contains(raft_id_) && committed && dir && dir->next_id > raft_id_ &&
+        !removed_) {
+        removed_ = true;
+        spdlog::warn(
+            "this node ({}, raft id {}) was removed from cluster '{}' (membership at index {}: "
+            "{}); it stops in {} ms",
             config_.node_id, raft_id_, config_.cluster_id, raft.membership_index(),
-            raft::describe(m));
-        spdlog::shutdown();
-        std::_Exit(kRemovedExitStatus);
+            raft::describe(m), kRemovedStopMs);
+        // Not at once: the client that removed the leader itself gets its answer first.
+        stop_timer_.expires_after(std::chrono::milliseconds(kRemovedStopMs));
+        stop_timer_.async_wait([this](boost::system::error_code ec) {
+            if (ec) return;
+            spdlog::critical(
+                "stopping: this node was removed from the cluster. It takes no further part; "
+                "its data dir may be deleted. To bring this machine back, add it as a new "
+                "member (dueqctl member add, then dueqd --join with an empty data dir; "
+                "docs/operations.md).");
+            spdlog::shutdown();
+            std::_Exit(kRemovedExitStatus);
+        });
     }
 }
 

@@ -58,7 +58,9 @@ std::vector<net::PeerAddress> peers_of(const MemberDirectory& members, const Con
                                        std::uint64_t self) {
     std::vector<net::PeerAddress> out;
     for (const auto& m : members.members) {
-        if (m.raft_id == self) continue;
+        // An old member of this node's own name (it was removed and came back under a new
+        // id) listens where this node does.
+        if (m.raft_id == self || m.name == config.node_id) continue;
         auto dial = config.dial.find(m.name);
         out.push_back({m.raft_id, dial == config.dial.end() ? m.peer : dial->second});
     }
@@ -66,10 +68,15 @@ std::vector<net::PeerAddress> peers_of(const MemberDirectory& members, const Con
 }
 }  // namespace
 
-std::string RaftIo::set_members(const MemberDirectory& members) {
+std::string RaftIo::set_members(const MemberDirectory& members, std::uint64_t leader) {
     if (!mesh_) return {};
+    auto peers = peers_of(members, config_, raft_id_);
+    // The leader stays a peer even when the membership this node knows predates it (a
+    // joining node that installed an older snapshot): it brings the newer one.
+    if (leader != 0 && leader != raft_id_ && !members.by_id(leader)) peers.push_back({leader, ""});
     try {
-        mesh_->set_peers(peers_of(members, config_, raft_id_));
+        // A node that is no member of what it knows yet is joining: the leader dials it.
+        mesh_->set_peers(peers, !members.by_id(raft_id_));
     } catch (const std::exception& e) {
         return e.what();
     }
@@ -118,7 +125,7 @@ std::optional<std::string> RaftIo::start(shell::RaftShell& shell, const MemberDi
         return "this node has no peer address: list it in [cluster] members or set [node] "
                "peer_listen";
     mo.peers = peers_of(members, config_, raft_id_);
-    mo.accept_strangers = members.members.empty();
+    mo.accept_strangers = !members.by_id(raft_id_);
     mo.heartbeat = std::chrono::milliseconds(config_.raft.heartbeat_ms);
     mo.dead_after = std::chrono::milliseconds(config_.raft.election_timeout_ms);
     mo.max_frame_bytes = config_.limits.max_frame_bytes * 4 + (8u << 20);

@@ -45,8 +45,9 @@ class RaftIo final : public shell::Storage, public shell::Transport, public Over
     // (a joining node that knows none accepts the member that dials it). Frames and
     // completions go to `shell` from then on. Returns a message on failure.
     std::optional<std::string> start(shell::RaftShell& shell, const MemberDirectory& members);
-    // The membership changed: the mesh's peers follow it. Returns why not ("" when done).
-    std::string set_members(const MemberDirectory& members);
+    // The membership changed: the mesh's peers are now `members` (the membership in force,
+    // the committed one, and removed members the leader still tells). Returns why not.
+    std::string set_members(const MemberDirectory& members, std::uint64_t leader);
     void stop();
     // Keeps the snapshot streams going (called on every tick).
     void pump();

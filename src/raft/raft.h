@@ -123,6 +123,11 @@ class Raft {
     bool is_voter() const { return membership().is_voter(cfg_.id); }
     // Indexes of the configuration entries in the log that are not committed yet.
     std::vector<Index> pending_changes() const;
+    // The newest membership at or before the commit index (the one before a change in
+    // flight): nodes still talk to its members until the change commits.
+    const Membership& committed_membership() const;
+    // Leader: removed members it still sends the log to, until they know (raft_membership.cpp).
+    std::vector<NodeId> leaving() const;
     const Progress* progress(NodeId peer) const;
     NodeId transfer_target() const { return transferee_; }
     HardState hard_state() const { return {term_, vote_, log_.committed()}; }

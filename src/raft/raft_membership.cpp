@@ -33,6 +33,18 @@ void Raft::start_membership() {
     }
 }
 
+const Membership& Raft::committed_membership() const {
+    auto it = confs_.upper_bound(log_.committed());
+    return it == confs_.begin() ? it->second : std::prev(it)->second;
+}
+
+std::vector<NodeId> Raft::leaving() const {
+    std::vector<NodeId> out;
+    for (const auto& [id, state] : leaving_)
+        out.push_back(id);
+    return out;
+}
+
 std::vector<Index> Raft::pending_changes() const {
     std::vector<Index> out;
     for (auto it = confs_.upper_bound(log_.committed()); it != confs_.end(); ++it)

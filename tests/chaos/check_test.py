@@ -275,6 +275,18 @@ class CheckerTest(unittest.TestCase):
         self.assertCaught(r, "replicas", "state")
         self.assertCaught(r, "replicas", "applied_index")
 
+    def test_members_line_names_the_nodes_that_must_agree(self):
+        # After a replace (n3 out, n4 in): the final members are read, n3 no longer is.
+        h = clean()
+        h.events.append({"t": 29000, "type": "members", "nodes": ["n1", "n2", "n4"]})
+        r = self.run_check(h)
+        c = r["checks"]["replicas"]
+        self.assertFalse(c["passed"], self.text)  # nothing was read on n4
+        self.assertIn("missing", c["violations"], self.text)
+        self.assertIn("n4", self.text)
+        self.assertNotIn("no final read on n3", self.text)
+        self.assertPasses(self.run_check(clean()), "replicas")
+
     def test_final_read_failed(self):
         h = clean(final=False)
         h.events.append({"t": 30000, "type": "final_failed", "reason": "no common index"})

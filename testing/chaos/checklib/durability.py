@@ -180,10 +180,13 @@ def _state(ev):
 
 
 def _replica_groups(h):
-    """Which nodes must agree: every node, or, when the final reads name shards (a sharded
-    run, where the workload's own nodes are proxies), each shard's nodes among themselves."""
+    """Which nodes must agree: every node (every member of the last membership, when the
+    run changed it), or, when the final reads name shards (a sharded run, where the
+    workload's own nodes are proxies), each shard's nodes among themselves."""
     reads = list(h.final_nodes.values()) + list(h.finals.values())
     if not any(ev.get("shard") for ev in reads + h.final_failed):
+        if h.members is not None:
+            return {"": sorted(h.members)}
         return {"": sorted(set(h.meta.get("nodes") or []) | {ev["node"] for ev in reads})}
     groups = {}
     for ev in reads:

@@ -122,6 +122,7 @@ class History:
         self.windows = []
         self.finals = {}         # (node, key) -> final event (with "line")
         self.final_nodes = {}    # node -> final_node event (with "line")
+        self.members = None      # the latest "members" line's nodes, if any
         self.final_failed = []
         self.first_t = None
         self.last_t = None
@@ -302,6 +303,11 @@ def _read(h, f, outstanding, open_windows):
         elif typ == "final_failed":
             ev["line"] = n
             h.final_failed.append(ev)
+        elif typ == "members":
+            # The membership changed (the replace and remove-leader scenarios): the final
+            # reads must come from the members of the latest such line.
+            nodes = _need(ev, "nodes", (list,), n, "members")
+            h.members = [str(x) for x in nodes]
         elif typ == "meta":
             if h.meta is None:
                 ev["line"] = n

@@ -240,6 +240,43 @@ class PowerLoss(Nemesis):
             c.start_node(n)
 
 
+class Replace(Nemesis):
+    """The runbook "replace a datacenter's node" under load: a voter's machine is lost for
+    good (kill -9, data dir wiped), a fresh machine is added under a new id (member add,
+    dueqd --join), caught up and promoted, and the old id removed."""
+    name = "replace"
+    needs = {"spares": 1}
+    hold = 0.0
+
+    def start(self, c):
+        self.node = self.rng.choice(c.ids)
+        c.lose_for_good(self.node)
+        self.new = c.next_spare()
+        self.seconds = c.add_member(self.new)
+        c.remove_member(self.node)
+        c.log(f"  replaced {self.node} by {self.new} (raft id {c.raft_ids[self.new]}): "
+              f"added to promoted in {self.seconds:.1f} s")
+
+
+class RemoveLeader(Nemesis):
+    """The leader is removed while it serves (it hands over once the change commits, then
+    stops), and a fresh machine takes its place (add, join, promote)."""
+    name = "remove-leader"
+    needs = {"spares": 1}
+    hold = 0.0
+
+    def start(self, c):
+        self.node = c.wait_leader(30) or self.rng.choice(c.ids)
+        c.remove_member(self.node)
+        self.new = c.next_spare()
+        self.seconds = c.add_member(self.new)
+        c.log(f"  removed leader {self.node}; {self.new} (raft id {c.raft_ids[self.new]}) "
+              f"added to promoted in {self.seconds:.1f} s")
+
+    def affected(self):
+        return []  # the cluster keeps a majority throughout
+
+
 ALL = [IsolateLeader, Split, Bridge, OneWay, CrossDcCut, PauseLeader, ClockJump, ClockFast,
-       Kill, KillLeader, RollingKill, PowerLoss]
+       Kill, KillLeader, RollingKill, PowerLoss, Replace, RemoveLeader]
 BY_NAME = {n.name: n for n in ALL}
