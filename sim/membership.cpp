@@ -127,8 +127,11 @@ void Cluster::change_membership(int k) {
         }
         default: {  // a voter's machine is lost for good (the runbook then removes it)
             if (dead_voters > 0 || next.voters.size() < 3) return;
-            for (const auto& n : nodes_)
-                if (n->up && !n->shell->raft().pending_changes().empty()) return;
+            // Every log is seen (a down node's may hold a change too): all members up.
+            for (const auto& n : nodes_) {
+                if (!n->joined || n->retired) continue;
+                if (!n->up || !n->shell->raft().pending_changes().empty()) return;
+            }
             NodeId id = next.voters[member_rng_.uniform(0, next.voters.size() - 1)];
             retire(static_cast<int>(id - 1));
             return;

@@ -226,7 +226,9 @@ void Cluster::check_live() {
         // (key_removed); without one, the key must still be there.
         const queue::Store& store = leader.store();
         for (const auto& [key, hlc] : autonomous_writes_) {
-            if (nodes_[autonomous_writer_[key]]->retired) continue;
+            // A node removed before it merged takes its writes with it (docs/autonomy.md).
+            const int writer = autonomous_writer_[key];
+            if (nodes_[writer]->retired || !in_membership(leader, writer)) continue;
             auto t = store.get(kQueue, key);
             if (!t || t->hlc < hlc)
                 return checker_->fail("G4: a write of " + kQueue + "/" + key +

@@ -126,11 +126,6 @@ Code Node::handle(const ConnPtr& conn, std::uint64_t id, net::ChangeMember& req)
             if (!found) return refuse(Code::not_found, "no member " + req.name);
             if (next.is_voter(target) && next.voters.size() == 1)
                 return refuse(Code::bad_request, "member " + req.name + " is the only voter");
-            if (target == raft_id_ && next.voters.size() == 2)
-                return refuse(Code::bad_request,
-                              "the leader of two voters cannot remove itself (it could be left "
-                              "holding the only copy of the change); remove it from the other "
-                              "member once that one leads");
             erase_id(next.voters, target);
             erase_id(next.learners, target);
             std::erase_if(dir.members, [&](const MemberEntry& e) { return e.raft_id == target; });

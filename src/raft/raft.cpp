@@ -157,7 +157,7 @@ void Raft::tick_election() {
     ++election_elapsed_;
     if (election_elapsed_ >= randomized_timeout_) {
         election_elapsed_ = 0;
-        if (is_voter()) {
+        if (may_campaign()) {
             campaign(cfg_.pre_vote, false);
         } else {
             // Learners and removed members never campaign, but they stop honouring a

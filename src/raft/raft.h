@@ -78,9 +78,9 @@ class Raft {
     // most one voter, and any learners. Errors: not_leader, transfer_in_progress,
     // change_pending (the last change is not committed, or no entry of this term is),
     // not_caught_up (a learner promoted while more than promote_lag entries behind),
-    // invalid (malformed, several voters changed, nothing changed, a new node made a voter
-    // without being a learner first, or the leader of two voters removing itself). A
-    // leader that removes itself leads until the change commits, then steps down.
+    // invalid (malformed, several voters changed, nothing changed, or a new node made a
+    // voter without being a learner first). A leader that removes itself leads until the
+    // change commits, then steps down.
     Result<Index> propose_membership(Membership next, Millis now_ms);
 
     // Requests a linearizable read (§6.4). The answer comes as a ReadState with the same
@@ -121,6 +121,9 @@ class Raft {
     // The index of the entry it came from (the start's membership counts as the snapshot's).
     Index membership_index() const { return confs_.rbegin()->first; }
     bool is_voter() const { return membership().is_voter(cfg_.id); }
+    // May start an election: a voter, or a voter that a change not committed yet removes
+    // (it may hold the only copy of that change; raft_membership.cpp says why it must run).
+    bool may_campaign() const;
     // Indexes of the configuration entries in the log that are not committed yet.
     std::vector<Index> pending_changes() const;
     // The newest membership at or before the commit index (the one before a change in

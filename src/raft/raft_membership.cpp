@@ -33,6 +33,16 @@ void Raft::start_membership() {
     }
 }
 
+bool Raft::may_campaign() const {
+    // A voter that the latest change removes still campaigns until that change commits,
+    // counting the votes of the new voters only. Otherwise, when it alone holds the change
+    // (its leader crashed before the change reached its own disk, or it was the leader
+    // that removed itself), the others' logs are behind its and they cannot elect one of
+    // theirs without its vote, which goes only to a log as long as its own. It wins, commits
+    // the change, and steps down (maybe_step_down_removed).
+    return is_voter() || committed_membership().is_voter(cfg_.id);
+}
+
 const Membership& Raft::committed_membership() const {
     auto it = confs_.upper_bound(log_.committed());
     return it == confs_.begin() ? it->second : std::prev(it)->second;
@@ -177,11 +187,6 @@ Status Raft::check_change(const Membership& next) const {
     }
     const Membership& now = membership();
     if (next == now || voters_changed(now, next) > 1) return Error::invalid;
-    // The leader of two voters must not remove itself: if it lost its lead before the
-    // change commits, it would hold the only copy of a membership in which it cannot
-    // campaign, while the other voter's log (without it) needs its vote, which the longer
-    // log refuses. Transfer the leadership first; the new leader removes the old one.
-    if (now.voters.size() == 2 && !next.is_voter(cfg_.id)) return Error::invalid;
     for (NodeId id : next.voters) {
         if (now.is_voter(id)) continue;
         // §4.2.1: only a learner that has caught up becomes a voter.

@@ -100,7 +100,7 @@ void Raft::campaign(bool pre_vote, bool transfer) {
         vote_term = term_;
         type = MessageType::vote;
     }
-    tally_->record(cfg_.id, true);
+    if (is_voter()) tally_->record(cfg_.id, true);
     if (tally_->result() == VoteResult::won) {  // a single-node cluster
         if (pre_vote) {
             campaign(false, transfer);
@@ -121,7 +121,7 @@ void Raft::campaign(bool pre_vote, bool transfer) {
 }
 
 void Raft::campaign_now() {
-    if (role_ != Role::leader && is_voter()) campaign(cfg_.pre_vote, false);
+    if (role_ != Role::leader && may_campaign()) campaign(cfg_.pre_vote, false);
 }
 
 Status Raft::forget_leader() {
@@ -176,7 +176,7 @@ void Raft::handle_vote_response(const Message& m) {
 }
 
 void Raft::handle_timeout_now(const Message& m) {
-    if (role_ == Role::leader || !is_voter()) return;
+    if (role_ == Role::leader || !may_campaign()) return;
     (void)m;
     // §3.10: the leader chose us; skip the pre-vote (it would fail: everyone still
     // hears the leader) and run a real election that passes their leases.

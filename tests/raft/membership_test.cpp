@@ -144,13 +144,37 @@ TEST_CASE("membership: a removed leader steps down once the change commits",
     NodeId leader = c.raft(2).role() == Role::leader ? 2 : 3;
     NodeId other = leader == 2 ? 3 : 2;
     c.heal();
-    // The leader of two voters may remove the other, not itself (transfer first).
-    CHECK(c.raft(leader).propose_membership(members({other}), 0).error() == Error::invalid);
     c.cut(leader, other);
     Index before = c.raft(leader).log().committed();
     REQUIRE(c.raft(leader).propose(cmd(1), 0));
     c.deliver_all();
     CHECK(c.raft(leader).log().committed() == before);
+}
+
+TEST_CASE("membership: a voter that alone holds its removal campaigns and commits it",
+          "[raft][membership]") {
+    // Two voters; the leader removes itself, the change reaches only its own log, and it
+    // loses its lead. The other's log is shorter, so it cannot win without the removed
+    // one's vote, which goes only to a log as long: the removed one must run, win under
+    // the new membership, commit it and hand over.
+    Cluster c(3);
+    c.elect(1);
+    change(c, 1, members({1, 2}));
+    c.isolate(1);
+    REQUIRE(c.raft(1).propose_membership(members({2}), 0));
+    c.deliver_all();
+    c.tick(1, 3 * c.raft(1).config().election_tick);  // check quorum: it steps down
+    REQUIRE(c.raft(1).role() != Role::leader);
+    CHECK_FALSE(c.raft(1).is_voter());
+    CHECK(c.raft(1).may_campaign());
+    c.heal();
+    for (int round = 0; round < 60 && !(c.raft(2).role() == Role::leader); ++round) {
+        c.tick_all(1);
+        c.deliver_all();
+    }
+    CHECK(c.raft(2).role() == Role::leader);
+    CHECK(c.raft(2).membership() == members({2}));
+    CHECK(c.raft(2).log().committed() >= c.raft(2).membership_index());
 }
 
 TEST_CASE("membership: an uncommitted change that is overwritten is undone",
