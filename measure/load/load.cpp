@@ -4,8 +4,10 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <condition_variable>
 #include <cstdio>
 #include <memory>
@@ -19,6 +21,9 @@ using namespace dueq::client;
 using Clock = std::chrono::steady_clock;
 
 namespace {
+
+// SIGTERM or SIGINT ends the run early, with its summary (measure/member-change.py).
+std::atomic<bool> g_stop_requested{false};
 
 std::int64_t now_ms() {
     using namespace std::chrono;
@@ -47,6 +52,9 @@ struct Run {
     std::vector<std::string> addrs{"127.0.0.1:7700"};
 
     std::atomic<std::uint64_t> done{0}, errors{0}, next_key{0};
+    // Failed ops by the code they failed with (a take that found nothing due: "empty").
+    std::array<std::atomic<std::uint64_t>, dueq::wire::kCodeNames.size() + 1> by_code{};
+    std::string progress_file;  // one line per second: unix ms, ops, errors
     std::atomic<bool> stop{false};
     std::mutex mu;  // guards latencies_us, finished_loops
     std::condition_variable cv;
@@ -72,8 +80,12 @@ struct Loop : std::enable_shared_from_this<Loop> {
         ++run.finished_loops;
         run.cv.notify_all();
     }
-    void record(Clock::time_point t0, bool ok) {
-        if (!ok) ++run.errors;
+    void record(Clock::time_point t0, bool ok, const Error* error = nullptr) {
+        if (!ok) {
+            ++run.errors;
+            ++run.by_code[error ? std::min(std::size_t(error->code), run.by_code.size() - 2)
+                                : run.by_code.size() - 1];
+        }
         ++run.done;
         lat.push_back(std::uint32_t(
             std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count()));
@@ -90,7 +102,7 @@ struct Loop : std::enable_shared_from_this<Loop> {
             p.payload = payload;
             p.time = now_ms() + 3'600'000;
             client.async(p, [self, t0](Result<PutResponse> r) {
-                self->record(t0, r.ok());
+                self->record(t0, r.ok(), r.ok() ? nullptr : &r.error());
                 self->next();
             });
             return;
@@ -101,7 +113,7 @@ struct Loop : std::enable_shared_from_this<Loop> {
             g.key = "k" + std::to_string(run.next_key++ % run.keys);
             g.consistency = run.op == "get" ? "local" : "leader";
             client.async(g, [self, t0](Result<GetResponse> r) {
-                self->record(t0, r.ok());
+                self->record(t0, r.ok(), r.ok() ? nullptr : &r.error());
                 self->next();
             });
             return;
@@ -111,7 +123,7 @@ struct Loop : std::enable_shared_from_this<Loop> {
         t.ttr_ms = 30'000;
         client.async(t, [self, t0](Result<TakeResponse> r) {
             if (!r.ok() || r->tasks.empty()) {
-                self->record(t0, false);
+                self->record(t0, false, r.ok() ? nullptr : &r.error());
                 return self->next();
             }
             AckRequest a;
@@ -121,7 +133,7 @@ struct Loop : std::enable_shared_from_this<Loop> {
             a.payload = self->payload;
             a.time = now_ms();  // due again at once: a steady refresh cycle
             self->client.async(a, [self, t0](Result<AckResponse> ar) {
-                self->record(t0, ar.ok());
+                self->record(t0, ar.ok(), ar.ok() ? nullptr : &ar.error());
                 self->next();
             });
         });
@@ -176,6 +188,8 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     app.add_option("--payload-bytes", run.payload_bytes, "payload size")->capture_default_str();
     app.add_option("--queue", run.queue, "queue name")->capture_default_str();
+    app.add_option("--progress-file", run.progress_file,
+                   "append one line a second: unix ms, ops and errors in that second");
     CLI11_PARSE(app, argc, argv);
 
     std::vector<std::unique_ptr<Client>> clients;
@@ -199,15 +213,26 @@ int main(int argc, char** argv) {
         for (int d = 0; d < run.depth; ++d)
             std::make_shared<Loop>(run, *clients[c])->next();
     const int loops = run.connections * run.depth;
-    std::uint64_t last = 0;
+    std::uint64_t last = 0, last_errors = 0;
     auto last_t = t0;
+    std::signal(SIGTERM, [](int) { g_stop_requested = true; });
+    std::signal(SIGINT, [](int) { g_stop_requested = true; });
     while (Clock::now() - t0 < std::chrono::duration<double>(run.seconds) &&
-           !(run.max_ops && run.done >= run.max_ops)) {
+           !(run.max_ops && run.done >= run.max_ops) && !g_stop_requested) {
         std::this_thread::sleep_for(std::chrono::milliseconds(1000));
         const auto n = run.done.load();
         const double dt = std::chrono::duration<double>(Clock::now() - last_t).count();
         std::fprintf(stderr, "\r%s: %llu ops, %.0f ops/s, %llu errors   ", run.op.c_str(),
                      (unsigned long long)n, (n - last) / dt, (unsigned long long)run.errors.load());
+        if (!run.progress_file.empty()) {
+            if (std::FILE* f = std::fopen(run.progress_file.c_str(), "a")) {
+                const auto errors = run.errors.load();
+                std::fprintf(f, "%lld %llu %llu\n", (long long)now_ms(),
+                             (unsigned long long)(n - last), (unsigned long long)(errors - last_errors));
+                last_errors = errors;
+                std::fclose(f);
+            }
+        }
         last = n;
         last_t = Clock::now();
     }
@@ -223,11 +248,21 @@ int main(int argc, char** argv) {
         return l.empty() ? 0u : l[std::min(l.size() - 1, std::size_t(p * l.size()))];
     };
     std::fprintf(stderr, "\n");
+    std::string codes;
+    for (std::size_t i = 0; i < run.by_code.size(); ++i) {
+        if (run.by_code[i] == 0) continue;
+        const std::string name = i + 1 == run.by_code.size()
+                                     ? "empty"
+                                     : std::string(dueq::wire::code_name(dueq::wire::Code(i)));
+        codes += (codes.empty() ? "" : ",") + ("\"" + name + "\":") +
+                 std::to_string(run.by_code[i].load());
+    }
     std::printf(
         "{\"op\":\"%s\",\"connections\":%d,\"depth\":%d,\"ops\":%llu,\"errors\":%llu,\"seconds\":%."
         "2f,"
-        "\"ops_per_s\":%.0f,\"p50_us\":%u,\"p99_us\":%u}\n",
+        "\"ops_per_s\":%.0f,\"p50_us\":%u,\"p99_us\":%u,\"errors_by_code\":{%s}}\n",
         run.op.c_str(), run.connections, run.depth, (unsigned long long)run.done.load(),
-        (unsigned long long)run.errors.load(), secs, run.done / secs, pct(0.5), pct(0.99));
+        (unsigned long long)run.errors.load(), secs, run.done / secs, pct(0.5), pct(0.99),
+        codes.c_str());
     return run.errors > 0 ? 3 : 0;
 }
