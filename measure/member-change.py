@@ -61,7 +61,9 @@ def main():
     ap.add_argument("--keep", help="keep the cluster's files in this directory")
     a = ap.parse_args()
     work = a.keep or tempfile.mkdtemp(prefix="dueq-member-change-")
-    c = Cluster(os.path.abspath(a.build), work, spares=2, log=lambda m: None)
+    # The default [raft] snapshot_entries and [storage] log_keep (docs/config.md).
+    c = Cluster(os.path.abspath(a.build), work, spares=2, log=lambda m: None,
+                snapshot_entries=10000, log_keep=10000)
     load = None
     try:
         c.start(seed=1)
@@ -77,7 +79,7 @@ def main():
                         "3600", "--queue", "stored"], check=True, capture_output=True)
         print(f"{a.tasks} tasks stored in {time.time() - t:.0f} s", file=sys.stderr)
         progress = os.path.join(work, "refresh-progress")
-        seconds = a.baseline + 240
+        seconds = 3600  # ended by SIGTERM once the changes are done
         load = subprocess.Popen([dueq_load, "refresh", *addrs, "--keys", "10000",
                                  "--connections", "6", "--depth", "2", "--seconds", str(seconds),
                                  "--progress-file", progress, "--queue", "refresh"],

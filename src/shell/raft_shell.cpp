@@ -384,6 +384,29 @@ void RaftShell::take_checkpoint() {
     storage_.checkpoint(applied_);
 }
 
+raft::Index RaftShell::kept_for_peers(raft::Index trim) const {
+    if (!is_leader()) return trim;
+    // A member that is being sent a snapshot, or catching up after one, needs the log from
+    // where that snapshot ends: trimming it would send it another snapshot, and with a big
+    // store under load it would never catch up (a new member's first snapshot). Within
+    // bounds: never more than ten snapshot intervals beyond the usual.
+    const raft::Index extra = 10 * cfg_.raft.snapshot_threshold;
+    const raft::Index bound = trim > extra ? trim - extra : 0;
+    raft::Index floor = trim;
+    auto need = [&](raft::NodeId id) {
+        const raft::Progress* pr = raft_->progress(id);
+        if (!pr || !transport_.connected(id)) return;
+        const raft::Index from =
+            pr->state == raft::ProgressState::snapshot ? pr->pending_snapshot : pr->match;
+        floor = std::min(floor, from);
+    };
+    for (raft::NodeId id : raft_->membership().voters)
+        need(id);
+    for (raft::NodeId id : raft_->membership().learners)
+        need(id);
+    return std::max({floor, bound, log_.first_index()});
+}
+
 bool RaftShell::on_checkpoint(const raft::SnapshotMeta& meta) {
     checkpoint_pending_ = false;
     if (failed_) return false;
@@ -391,9 +414,9 @@ bool RaftShell::on_checkpoint(const raft::SnapshotMeta& meta) {
         if (!log_.create_snapshot(meta.index, {}).is_ok()) return false;
         // Keep log_keep entries behind the snapshot for followers slightly behind.
         if (meta.index > cfg_.log_keep + log_.first_index()) {
-            const raft::Index trim = meta.index - cfg_.log_keep;
+            const raft::Index trim = kept_for_peers(meta.index - cfg_.log_keep);
             auto entries = log_.entries(trim, trim + 1, 0);
-            if (entries && !entries.value().empty()) {
+            if (trim >= log_.first_index() && entries && !entries.value().empty()) {
                 const raft::Entry& e = entries.value().front();
                 log_.compact(trim);
                 persist_applied({trim, e.term, e.time});

@@ -226,6 +226,9 @@ class RaftShell {
     // Moves what the store changed into unwritten_; returns where this batch starts.
     std::size_t collect_changes();
     void take_checkpoint();
+    // Where the log may be trimmed to (at most `trim`): a member catching up after a
+    // snapshot keeps the entries it needs.
+    raft::Index kept_for_peers(raft::Index trim) const;
     void answer(Proposal& p, queue::Code code, const std::string& message);
     void expire_proposals(std::int64_t now);
     void fail(const std::string& message);

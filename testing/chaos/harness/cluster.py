@@ -93,7 +93,7 @@ class Cluster:
     def __init__(self, build, workdir, size=3, power_cut=False, faketime=False, plant=None,
                  election_ms=1000, heartbeat_ms=100, grace_ms=2000, ttr_ms=3000, log=print,
                  autonomy_after_ms=0, admin=False, prefix="n", cluster_id="chaos", shard=None,
-                 spares=0):
+                 spares=0, snapshot_entries=2000, log_keep=500):
         self.build = build
         self.dir = workdir
         # The members now; they change with add_member/remove_member. `spares` more names
@@ -103,6 +103,9 @@ class Cluster:
         self.spare_ids = [f"{prefix}{size + i + 1}" for i in range(spares)]
         self.all_ids = self.ids + self.spare_ids
         self.raft_ids = {}  # a joined member's Raft id (dueqctl member add)
+        # Small by default, so that the runs exercise snapshots and log trims.
+        self.snapshot_entries = snapshot_entries
+        self.log_keep = log_keep
         self.cluster_id = cluster_id
         # (name, map file): this cluster is one shard of a sharded dueq (docs/sharding.md).
         self.shard = shard
@@ -260,12 +263,12 @@ members = [
 tick_ms = 10
 heartbeat_ms = {self.heartbeat_ms}
 election_timeout_ms = {self.election_ms}
-snapshot_entries = 2000
+snapshot_entries = {self.snapshot_entries}
 autonomy_after_ms = {self.autonomy_after_ms}
 
 [storage]
 fsync = "always"
-log_keep = 500
+log_keep = {self.log_keep}
 
 [sessions]
 grace_ms = {self.grace_ms}

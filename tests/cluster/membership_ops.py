@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""The membership ops against real processes (docs/operations.md, docs/protocol.md).
+
+  membership_ops.py [--build build] [--keep DIR]
+
+Three dueqd (testing/chaos/harness) and a spare. Checks that bad requests are refused with
+the documented codes and change nothing; that a learner too far behind is not promoted;
+that a new member joins (dueqd --join), is promoted and counts; that a removed member stops
+by itself with exit status 78 and says why, and stops again if restarted on its data dir;
+and that a data dir is refused under another Raft id (--join with the wrong id). Exit 0 on
+pass."""
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "testing", "chaos"))
+from harness.cluster import Cluster  # noqa: E402
+
+REMOVED_EXIT = 78
+
+
+def expect_refused(c, code, *args):
+    rc, _, err = c.ctl(*args)
+    if rc == 0 or code not in err:
+        raise AssertionError(f"dueqctl {' '.join(args)}: wanted {code}, got exit {rc}: {err}")
+
+
+def names(c):
+    return sorted(m["name"] for m in c.members()["members"])
+
+
+def run(build, work):
+    c = Cluster(build, work, spares=1, log=lambda m: None)
+    try:
+        c.start(seed=1)
+        if not c.wait_leader(30):
+            return "no leader"
+        before = c.members()
+        # Bad requests change nothing.
+        expect_refused(c, "bad_request", "member", "add", "n9", "--peer", "not-an-address",
+                       "--client", "127.0.0.1:1")
+        expect_refused(c, "exists", "member", "add", "n2", "--peer", "127.0.0.1:1",
+                       "--client", "127.0.0.1:2")
+        expect_refused(c, "not_found", "member", "promote", "n9")
+        expect_refused(c, "not_found", "member", "remove", "n9")
+        expect_refused(c, "bad_request", "member", "promote", "n2")  # a voter already
+        after = c.members()
+        if before["membership_index"] != after["membership_index"] or names(c) != ["n1", "n2", "n3"]:
+            return f"a refused change changed the membership: {before} -> {after}"
+        # A learner that never started cannot be promoted.
+        rc, out, err = c.ctl("member", "add", "n4", "--peer", f"127.0.0.1:{c.peer_port['n4']}",
+                             "--client", f"127.0.0.1:{c.client_port['n4']}")
+        if rc != 0:
+            return f"member add n4 failed: {err}"
+        expect_refused(c, "unavailable", "member", "promote", "n4")
+        # A --join under another id is refused once the data dir has one.
+        c.ids.append("n4")
+        c.start_node("n4", join=out["raft_id"])
+        c.ctl_until(60, "member", "promote", "n4")
+        roles = {m["name"]: m["role"] for m in c.members()["members"]}
+        if roles != {"n1": "voter", "n2": "voter", "n3": "voter", "n4": "voter"}:
+            return f"after promote: {roles}"
+        c.kill("n4")
+        conf = os.path.join(work, "n4", "dueqd.toml")
+        r = subprocess.run([c.binary("cmd/dueqd/dueqd"), "--config", conf, "--join",
+                            str(out["raft_id"] + 7)], capture_output=True, text=True, timeout=60)
+        if r.returncode == 0 or "refusing to serve" not in r.stderr:
+            return f"--join with another id on n4's data dir: exit {r.returncode}: {r.stderr[-500:]}"
+        c.start_node("n4")  # its own id again, from its member record
+        # Remove a follower: it stops by itself, with status 78, and says why.
+        leader = c.wait_leader(30)
+        victim = next(n for n in ("n1", "n2", "n3") if n != leader)
+        proc = c.procs[victim]
+        c.ctl_until(60, "member", "remove", victim, done_if=f"no member {victim}")
+        c.ids.remove(victim)
+        try:
+            status = proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            return f"removed {victim} did not stop within 30 s"
+        c.procs[victim] = None
+        log = open(os.path.join(work, victim, "dueqd.log")).read()
+        if status != REMOVED_EXIT or "was removed from the cluster" not in log:
+            return f"removed {victim} exited {status}; its log ends: {log[-500:]}"
+        # Restarted on its data dir, it stops again.
+        conf = os.path.join(work, victim, "dueqd.toml")
+        r = subprocess.run([c.binary("cmd/dueqd/dueqd"), "--config", conf],
+                           capture_output=True, text=True, timeout=60)
+        if r.returncode != REMOVED_EXIT:
+            return f"restarted removed {victim}: exit {r.returncode}: {r.stderr[-500:]}"
+        # The rest still serve.
+        rc, _, err = c.ctl("put", "q", "k", "--payload", '"v"')
+        if rc != 0:
+            return f"put after the changes: {err}"
+        if names(c) != sorted(n for n in ("n1", "n2", "n3", "n4") if n != victim):
+            return f"members at the end: {names(c)}"
+        return None
+    finally:
+        c.stop()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--keep", help="keep the cluster's files in this directory")
+    a = ap.parse_args()
+    work = a.keep or tempfile.mkdtemp(prefix="dueq-membership-ops-")
+    try:
+        problem = run(os.path.abspath(a.build), work)
+    finally:
+        if not a.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    if problem:
+        print(f"FAIL: {problem}")
+        return 1
+    print("membership ops: pass")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
