@@ -111,11 +111,15 @@ Code Node::handle(const ConnPtr& conn, std::uint64_t id, net::ChangeMember& req)
             const auto* pr = raft.progress(target);
             const std::uint64_t lag =
                 pr && raft.log().last_index() > pr->match ? raft.log().last_index() - pr->match : 0;
-            if (!pr || lag > raft.config().promote_lag)
+            if (!pr || pr->match == 0)
                 return refuse(Code::unavailable,
-                              "member " + req.name + " is " +
-                                  (pr ? std::to_string(lag) + " entries" : std::string("not yet")) +
-                                  " behind the leader (at most " +
+                              "member " + req.name + " has not answered the leader yet (is it "
+                              "running, started with dueqd --join " + std::to_string(target) +
+                              "?); retry once it has caught up");
+            if (lag > raft.config().promote_lag)
+                return refuse(Code::unavailable,
+                              "member " + req.name + " is " + std::to_string(lag) +
+                                  " entries behind the leader (at most " +
                                   std::to_string(raft.config().promote_lag) +
                                   " to be promoted); retry once it has caught up");
             erase_id(next.learners, target);

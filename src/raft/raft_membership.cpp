@@ -189,10 +189,12 @@ Status Raft::check_change(const Membership& next) const {
     if (next == now || voters_changed(now, next) > 1) return Error::invalid;
     for (NodeId id : next.voters) {
         if (now.is_voter(id)) continue;
-        // §4.2.1: only a learner that has caught up becomes a voter.
+        // §4.2.1: only a learner that has caught up becomes a voter (and that has answered
+        // at all: one that never started would count toward no commit).
         if (!now.is_learner(id)) return Error::invalid;
         const Progress* pr = progress(id);
-        if (!pr || pr->match + cfg_.promote_lag < log_.last_index()) return Error::not_caught_up;
+        if (!pr || pr->match == 0 || pr->match + cfg_.promote_lag < log_.last_index())
+            return Error::not_caught_up;
     }
     return Status::ok();
 }
