@@ -163,8 +163,8 @@ void Checker::check_changes(NodeId id) {
     for (Index i : pending) {
         if (r.log().term_or_zero(i) == r.term() &&
             r.log().term_or_zero(r.log().committed()) != r.term())
-            fail(cat("leader ", id, " proposed the membership change at ", i, " in term ",
-                     r.term(), " before committing an entry of that term"));
+            fail(cat("leader ", id, " proposed the membership change at ", i, " in term ", r.term(),
+                     " before committing an entry of that term"));
     }
 }
 

@@ -85,8 +85,8 @@ class Cluster {
         std::shared_ptr<const StoreImage> sendable;  // the checkpoint the log starts from
         StoreDigest digest;
         bool up = false;
-        bool joined = true;    // a spare (membership changes) starts once it is added
-        bool retired = false;  // removed, or its machine lost for good: never starts again
+        bool joined = true;       // a spare (membership changes) starts once it is added
+        bool retired = false;     // removed, or its machine lost for good: never starts again
         raft::Term led_term = 0;  // the last term this node was seen to lead
         std::uint64_t incarnation = 0;
         bool slow_disk = false;
@@ -205,7 +205,7 @@ class Cluster {
     double torn_rate_ = 0;
     bool membership_changes_ = false;
     double membership_rate_ = 0;
-    raft::Random member_rng_{0};  // membership changes: their own stream
+    raft::Random member_rng_{0};    // membership changes: their own stream
     raft::Index changes_seen_ = 0;  // the last committed configuration counted
     bool healed_ = false;
     std::uint64_t healed_at_ = 0;

@@ -5,8 +5,8 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
-#include <map>
 #include <cstdio>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -186,8 +186,9 @@ int main(int argc, char** argv) {
     sweep->add_flag("--no-contract-checks", no_contract,
                     "check only consequences, not the core's contract");
     sweep->add_option("--progress", progress_s, "seconds between progress lines (stderr)");
-    sweep->add_option("--membership", o.membership,
-                      "membership changes: seed (half the seeds, by the seed), on or off")
+    sweep
+        ->add_option("--membership", o.membership,
+                     "membership changes: seed (half the seeds, by the seed), on or off")
         ->transform(CLI::CheckedTransformer(membership_choices));
 
     std::uint64_t batch = 1, entries = 200000;

@@ -49,7 +49,8 @@ void Cluster::remove_lost(int k, NodeId id) {
     erase(next.voters, id);
     erase(next.learners, id);
     if (next.voters.empty()) return;
-    trace("n%llu proposes remove lost n%llu", (unsigned long long)leader.id, (unsigned long long)id);
+    trace("n%llu proposes remove lost n%llu", (unsigned long long)leader.id,
+          (unsigned long long)id);
     leader.shell->propose_membership(next, clock_ms(leader), nullptr);
     pump(k);
 }

@@ -82,21 +82,20 @@ void add_member_command(CLI::App& app, Context& ctx) {
         *member, ctx, "add",
         "Add a new member as a learner: it receives the log but does not vote until promoted. "
         "Prints the Raft id to start it with (dueqd --join ID).",
-        "  dueqctl member add dc4 --peer 10.4.0.10:7800 --client dc4.example:7700\n",
-        [&ctx, add] {
+        "  dueqctl member add dc4 --peer 10.4.0.10:7800 --client dc4.example:7700\n", [&ctx, add] {
             auto r = ctx.client().member_add(*add, ctx.call_options());
             const std::string id = r.ok() ? std::to_string(r->raft_id) : "";
             return print_change(
                 ctx, r, "added as a learner",
                 "start it with an empty data dir: dueqd --config <its config> --join " + id +
                     "\nthen, once `dueqctl member list` shows its lag near 0: dueqctl member "
-                    "promote " + add->name);
+                    "promote " +
+                    add->name);
         });
     add_cmd->add_option("name", add->name, "The new member's [node] id")->required();
     add_cmd->add_option("--peer", add->peer, "ip:port where the members reach its peer listener")
         ->required();
-    add_cmd->add_option("--client", add->client, "host:port clients are redirected to")
-        ->required();
+    add_cmd->add_option("--client", add->client, "host:port clients are redirected to")->required();
     add_cmd->add_option("--admin", add->admin, "host:port of its HTTP admin listener");
 
     auto promote = std::make_shared<client::MemberPromoteRequest>();

@@ -7,8 +7,8 @@
 #include <array>
 #include <atomic>
 #include <chrono>
-#include <csignal>
 #include <condition_variable>
+#include <csignal>
 #include <cstdio>
 #include <memory>
 #include <mutex>
@@ -228,7 +228,8 @@ int main(int argc, char** argv) {
             if (std::FILE* f = std::fopen(run.progress_file.c_str(), "a")) {
                 const auto errors = run.errors.load();
                 std::fprintf(f, "%lld %llu %llu\n", (long long)now_ms(),
-                             (unsigned long long)(n - last), (unsigned long long)(errors - last_errors));
+                             (unsigned long long)(n - last),
+                             (unsigned long long)(errors - last_errors));
                 last_errors = errors;
                 std::fclose(f);
             }

@@ -101,10 +101,22 @@ template <> struct ResponseOf<BuryRequest> { using type = BuryResponse; };
 template <> struct ResponseOf<KickRequest> { using type = KickResponse; };
 template <> struct ResponseOf<StatsRequest> { using type = StatsResponse; };
 template <> struct ResponseOf<StatusRequest> { using type = StatusResponse; };
-template <> struct ResponseOf<MembersRequest> { using type = MembersResponse; };
-template <> struct ResponseOf<MemberAddRequest> { using type = MemberChangeResponse; };
-template <> struct ResponseOf<MemberPromoteRequest> { using type = MemberChangeResponse; };
-template <> struct ResponseOf<MemberRemoveRequest> { using type = MemberChangeResponse; };
+template <>
+struct ResponseOf<MembersRequest> {
+    using type = MembersResponse;
+};
+template <>
+struct ResponseOf<MemberAddRequest> {
+    using type = MemberChangeResponse;
+};
+template <>
+struct ResponseOf<MemberPromoteRequest> {
+    using type = MemberChangeResponse;
+};
+template <>
+struct ResponseOf<MemberRemoveRequest> {
+    using type = MemberChangeResponse;
+};
 template <class Req>
 using ResponseOfT = typename ResponseOf<Req>::type;
 

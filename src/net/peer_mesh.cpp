@@ -91,7 +91,8 @@ void MeshCore::set_peers(const std::vector<PeerAddress>& peers, bool accept_stra
         it = peers_.erase(it);
     }
     for (auto& [id, peer] : fresh) {
-        spdlog::info("peer mesh: peer {} at {}", id, peer.address.empty() ? "(it dials)" : peer.address);
+        spdlog::info("peer mesh: peer {} at {}", id,
+                     peer.address.empty() ? "(it dials)" : peer.address);
         Peer& added = peers_.emplace(id, std::move(peer)).first->second;
         if (started_ && !stopped_ && !added.address.empty()) dial(added);
     }

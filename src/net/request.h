@@ -45,9 +45,8 @@ struct Write {
     queue::Command command;
     std::int64_t wait_ms = 0;  // take: wait this long for a task to come due (0: answer now)
 };
-using Body =
-    std::variant<Ping, Hello, GetTask, GetStats, GetStatus, GetShards, GetMembers, ChangeMember,
-                 Write>;
+using Body = std::variant<Ping, Hello, GetTask, GetStats, GetStatus, GetShards, GetMembers,
+                          ChangeMember, Write>;
 
 struct Request {
     std::uint64_t id = 0;

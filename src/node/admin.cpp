@@ -153,8 +153,7 @@ std::string NodeAdmin::unhealthy_reason() const {
         const std::string since = seen && seen->last_heard_ms >= 0
                                       ? std::to_string(now - seen->last_heard_ms) + " ms"
                                       : "ever";
-        return "nothing from leader " + node_.member_name(raft.leader()) + " for " + since +
-               note;
+        return "nothing from leader " + node_.member_name(raft.leader()) + " for " + since + note;
     }
     return {};
 }
@@ -203,8 +202,11 @@ json NodeAdmin::status_object() const {
     add_history(j, node_.metrics_);
     json members = json::array();
     for (const auto& m : node_.members_info().members) {
-        json mj{{"id", m.name},         {"raft_id", m.raft_id}, {"role", m.voter ? "voter" : "learner"},
-                {"client", m.client},   {"admin", m.admin}};
+        json mj{{"id", m.name},
+                {"raft_id", m.raft_id},
+                {"role", m.voter ? "voter" : "learner"},
+                {"client", m.client},
+                {"admin", m.admin}};
         if (node_.is_leader()) mj["lag"] = m.lag;  // a learner's catch-up
         members.push_back(std::move(mj));
     }

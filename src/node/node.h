@@ -157,8 +157,8 @@ class Node {
     boost::asio::io_context& io_;
     Config config_;
     std::uint64_t raft_id_ = 1;
-    MemberDirectory members_;  // of the membership in force (current_members)
-    MemberDirectory peers_;    // what the mesh was last given (update_peers)
+    MemberDirectory members_;         // of the membership in force (current_members)
+    MemberDirectory peers_;           // what the mesh was last given (update_peers)
     std::uint64_t peers_leader_ = 0;  // and the leader it was given with
     std::map<std::uint64_t, MemberEntry> known_members_;  // every member seen, by Raft id
     bool joined_ = false;      // joined a running cluster (dueqd --join; the member record)

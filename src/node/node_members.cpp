@@ -25,7 +25,8 @@ std::string explain(const std::string& core_error, const std::string& name) {
         return "another membership change is not committed yet, or this leader has not yet "
                "committed an entry of its term; retry in a moment";
     if (core_error == "not_caught_up")
-        return "member " + name + " is too far behind the leader's log to become a voter; "
+        return "member " + name +
+               " is too far behind the leader's log to become a voter; "
                "promote it once `dueqctl member list` shows its lag near 0";
     if (core_error == "transfer_in_progress")
         return "the leader is handing over leadership; retry on the new leader";
@@ -44,7 +45,8 @@ MembersInfo Node::members_info() const {
     MembersInfo info;
     for (const auto& e : members_.members) {
         MemberStatus s{e.name, e.raft_id, m.is_voter(e.raft_id), e.peer, e.client, e.admin};
-        s.connected = e.raft_id == raft_id_ || (raft_io_->has_mesh() && raft_io_->connected(e.raft_id));
+        s.connected =
+            e.raft_id == raft_id_ || (raft_io_->has_mesh() && raft_io_->connected(e.raft_id));
         if (const auto* pr = raft.progress(e.raft_id)) {
             s.match = pr->match;
             s.lag = raft.log().last_index() > pr->match ? raft.log().last_index() - pr->match : 0;
@@ -94,8 +96,8 @@ Code Node::handle(const ConnPtr& conn, std::uint64_t id, net::ChangeMember& req)
             if (req.client.find(':') == std::string::npos)
                 return refuse(Code::bad_request, "field 'client' must be a host:port");
             if (dir.members.size() >= kMaxMembers)
-                return refuse(Code::bad_request, "a group has at most " +
-                                                     std::to_string(kMaxMembers) + " members");
+                return refuse(Code::bad_request,
+                              "a group has at most " + std::to_string(kMaxMembers) + " members");
             target = dir.next_id++;
             dir.members.push_back({target, req.name, req.peer, req.client, req.admin});
             next.learners.push_back(target);
@@ -112,10 +114,11 @@ Code Node::handle(const ConnPtr& conn, std::uint64_t id, net::ChangeMember& req)
             const std::uint64_t lag =
                 pr && raft.log().last_index() > pr->match ? raft.log().last_index() - pr->match : 0;
             if (!pr || pr->match == 0)
-                return refuse(Code::unavailable,
-                              "member " + req.name + " has not answered the leader yet (is it "
-                              "running, started with dueqd --join " + std::to_string(target) +
-                              "?); retry once it has caught up");
+                return refuse(Code::unavailable, "member " + req.name +
+                                                     " has not answered the leader yet (is it "
+                                                     "running, started with dueqd --join " +
+                                                     std::to_string(target) +
+                                                     "?); retry once it has caught up");
             if (lag > raft.config().promote_lag)
                 return refuse(Code::unavailable,
                               "member " + req.name + " is " + std::to_string(lag) +
@@ -143,13 +146,14 @@ Code Node::handle(const ConnPtr& conn, std::uint64_t id, net::ChangeMember& req)
                  req.name, target);
     std::weak_ptr<net::Connection> weak = conn;
     const std::string name = req.name;
-    shell_->propose_membership(
-        std::move(next), now_ms(), [this, weak, id, name, target](shell::Outcome& o) {
-            auto c = weak.lock();
-            if (!c || !c->open()) return;
-            if (o.code == Code::ok) return c->send(member_changed_reply(id, name, target));
-            send_error(c, id, o.code, explain(o.message, name));
-        });
+    shell_->propose_membership(std::move(next), now_ms(),
+                               [this, weak, id, name, target](shell::Outcome& o) {
+                                   auto c = weak.lock();
+                                   if (!c || !c->open()) return;
+                                   if (o.code == Code::ok)
+                                       return c->send(member_changed_reply(id, name, target));
+                                   send_error(c, id, o.code, explain(o.message, name));
+                               });
     return Code::ok;
 }
 

@@ -45,8 +45,8 @@ namespace {
 // whether it joined a running cluster (dueqd --join: it learns the membership from the
 // leader, never from its config's list).
 std::string member_record(const Config& c, std::uint64_t raft_id, bool joined = false) {
-    return "cluster=" + c.cluster_id + " member=" + c.node_id + " raft_id=" +
-           std::to_string(raft_id) + (joined ? " joined" : "");
+    return "cluster=" + c.cluster_id + " member=" + c.node_id +
+           " raft_id=" + std::to_string(raft_id) + (joined ? " joined" : "");
 }
 
 // The Raft id a record names (0 if it names none).
@@ -72,7 +72,7 @@ std::optional<std::string> Node::check_member_record() {
         return "refusing to serve from " + config_.data_dir + ": " + st.message;
     if (stored.empty()) {
         joined_ = config_.join_id != 0;
-        raft_id_ = joined_                  ? config_.join_id
+        raft_id_ = joined_                   ? config_.join_id
                    : config_.members.empty() ? 1
                                              : raft_id_of(config_, config_.node_id);
         if (auto st = db_->write_member(member_record(config_, raft_id_, joined_)); !st.ok)
@@ -82,13 +82,11 @@ std::optional<std::string> Node::check_member_record() {
     raft_id_ = record_raft_id(stored);
     joined_ = stored.ends_with(" joined");
     const std::string mine = member_record(config_, raft_id_, joined_);
-    if (raft_id_ != 0 && stored == mine &&
-        (config_.join_id == 0 || config_.join_id == raft_id_))
+    if (raft_id_ != 0 && stored == mine && (config_.join_id == 0 || config_.join_id == raft_id_))
         return std::nullopt;
-    const std::uint64_t wanted = config_.join_id != 0 ? config_.join_id
-                                 : config_.members.empty()
-                                     ? 1
-                                     : raft_id_of(config_, config_.node_id);
+    const std::uint64_t wanted = config_.join_id != 0      ? config_.join_id
+                                 : config_.members.empty() ? 1
+                                                           : raft_id_of(config_, config_.node_id);
     return "refusing to serve from " + config_.data_dir + ": it holds the data of " + stored +
            ", but this config makes this node " + member_record(config_, wanted) +
            ". Give each member its own data_dir; a new member (dueqd --join) starts from an "
@@ -273,7 +271,8 @@ void Node::update_peers() {
     MemberDirectory peers = members_;
     auto add = [&](raft::NodeId id) {
         auto known = known_members_.find(id);
-        if (!peers.by_id(id) && known != known_members_.end()) peers.members.push_back(known->second);
+        if (!peers.by_id(id) && known != known_members_.end())
+            peers.members.push_back(known->second);
     };
     if (!raft.membership().empty()) {
         for (raft::NodeId id : raft.committed_membership().voters)
@@ -302,8 +301,8 @@ void Node::on_membership_changed() {
     const bool committed = raft.log().committed() >= raft.membership_index();
     MemberDirectory now = current_members();
     if (!(now == members_)) {
-        spdlog::info("membership now {} (index {}, {})", raft::describe(m),
-                     raft.membership_index(), committed ? "committed" : "not committed yet");
+        spdlog::info("membership now {} (index {}, {})", raft::describe(m), raft.membership_index(),
+                     committed ? "committed" : "not committed yet");
         members_ = std::move(now);
     }
     update_peers();

@@ -137,8 +137,8 @@ std::optional<std::string> RaftIo::start(shell::RaftShell& shell, const MemberDi
     } catch (const std::exception& e) {
         return "cannot listen for peers on " + mo.listen + ": " + e.what();
     }
-    spdlog::info("node {} (raft id {}) in cluster '{}' with {} peers; peers on {}",
-                 config_.node_id, raft_id_, config_.cluster_id, mo.peers.size(), mo.listen);
+    spdlog::info("node {} (raft id {}) in cluster '{}' with {} peers; peers on {}", config_.node_id,
+                 raft_id_, config_.cluster_id, mo.peers.size(), mo.listen);
     return std::nullopt;
 }
 

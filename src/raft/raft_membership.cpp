@@ -80,7 +80,8 @@ void Raft::log_changed(Index from, const std::vector<Entry>& entries) {
         if (!membership().is_voter(id)) removed_.push_back(id);
     }
     for (const auto& [id, pr] : peers_) {
-        if (!membership().contains(id) && !leaving_.count(id)) leaving_[id] = {membership_index(), 0};
+        if (!membership().contains(id) && !leaving_.count(id))
+            leaving_[id] = {membership_index(), 0};
     }
     track_members();
 }

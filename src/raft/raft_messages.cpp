@@ -247,7 +247,8 @@ bool Raft::send_snapshot(NodeId peer, Progress& pr) {
     m.snapshot = snap;
     // The membership at the snapshot's index: the newest configuration at or before it.
     auto conf = confs_.upper_bound(snap.meta.index);
-    m.snapshot->conf = encode_membership(conf == confs_.begin() ? conf->second : std::prev(conf)->second);
+    m.snapshot->conf =
+        encode_membership(conf == confs_.begin() ? conf->second : std::prev(conf)->second);
     send(std::move(m));
     pr.become_snapshot(snap.meta.index);
     return true;

@@ -72,8 +72,8 @@ class ForgedPeer {
     }
     // The handshake as a dialer: true when the node proved itself back.
     bool handshake(std::uint64_t self, std::uint64_t target, const std::string& secret) {
-        const auto mine = net::encode_hello({cfg_.cluster_id, node::cluster_fingerprint(cfg_),
-                                             self, target, 77, net::random_nonce()});
+        const auto mine = net::encode_hello({cfg_.cluster_id, node::cluster_fingerprint(cfg_), self,
+                                             target, 77, net::random_nonce()});
         write(frame(mine));
         const auto theirs = read_frame();
         if (!theirs) return false;

@@ -73,8 +73,7 @@ TEST_CASE("membership: promotion waits for the learner to catch up", "[raft][mem
     for (int k = 0; k < 5; ++k)
         REQUIRE(c.raft(1).propose(cmd(k), 0));
     c.deliver_all();
-    CHECK(c.raft(1).propose_membership(members({1, 2, 3, 4}), 0).error() ==
-          Error::not_caught_up);
+    CHECK(c.raft(1).propose_membership(members({1, 2, 3, 4}), 0).error() == Error::not_caught_up);
     c.heal();
     c.tick(1);
     c.deliver_all();
@@ -110,8 +109,7 @@ TEST_CASE("membership: one change at a time, and only after the term's first com
     CHECK(c.raft(1).propose_membership(members({1}, {4}), 0).error() == Error::invalid);
     CHECK(c.raft(1).propose_membership(members({1, 2, 3, 5}, {4}), 0).error() == Error::invalid);
     CHECK(c.raft(1).propose_membership(members({1, 2, 3}, {4}), 0).error() == Error::invalid);
-    CHECK(c.raft(2).propose_membership(members({1, 2, 3}, {4, 5}), 0).error() ==
-          Error::not_leader);
+    CHECK(c.raft(2).propose_membership(members({1, 2, 3}, {4, 5}), 0).error() == Error::not_leader);
 
     // A new leader must first commit an entry of its own term.
     c.isolate(1);
@@ -123,8 +121,7 @@ TEST_CASE("membership: one change at a time, and only after the term's first com
           Error::change_pending);
 }
 
-TEST_CASE("membership: a removed leader steps down once the change commits",
-          "[raft][membership]") {
+TEST_CASE("membership: a removed leader steps down once the change commits", "[raft][membership]") {
     Cluster c(3);
     c.elect(1);
     change(c, 1, members({2, 3}));
@@ -177,8 +174,7 @@ TEST_CASE("membership: a voter that alone holds its removal campaigns and commit
     CHECK(c.raft(2).log().committed() >= c.raft(2).membership_index());
 }
 
-TEST_CASE("membership: an uncommitted change that is overwritten is undone",
-          "[raft][membership]") {
+TEST_CASE("membership: an uncommitted change that is overwritten is undone", "[raft][membership]") {
     Cluster c(3);
     c.elect(1);
     c.isolate(1);
@@ -197,8 +193,7 @@ TEST_CASE("membership: an uncommitted change that is overwritten is undone",
     CHECK(c.raft(1).log().last_index() == c.raft(2).log().last_index());
 }
 
-TEST_CASE("membership: it survives a restart and travels with a snapshot",
-          "[raft][membership]") {
+TEST_CASE("membership: it survives a restart and travels with a snapshot", "[raft][membership]") {
     Cluster c(3, [](Config& cfg) { cfg.snapshot_threshold = 4; });
     c.elect(1);
     c.add_node(4);
