@@ -12,7 +12,7 @@ namespace dueq::net {
 
 namespace {
 
-constexpr std::size_t kNonceAt = 4 + 2 + 2 + 4 * 8;
+constexpr std::size_t kNonceAt = 4 + 2 + 2 + 6 * 8;
 constexpr std::size_t kFixedBytes = kNonceAt + sizeof(Nonce);
 
 void put_be(std::string& out, std::uint64_t v, int bytes) {
@@ -39,6 +39,8 @@ std::string encode_hello(const PeerHello& hello) {
     put_be(out, hello.sender, 8);
     put_be(out, hello.target, 8);
     put_be(out, hello.incarnation, 8);
+    put_be(out, hello.data_id, 8);
+    put_be(out, hello.target_data_id, 8);
     out.append(reinterpret_cast<const char*>(hello.nonce.data()), hello.nonce.size());
     out.append(hello.cluster_id);
     return out;
@@ -74,6 +76,8 @@ DecodedHello decode_hello(std::string_view payload) {
     h.sender = get_be(payload, 16, 8);
     h.target = get_be(payload, 24, 8);
     h.incarnation = get_be(payload, 32, 8);
+    h.data_id = get_be(payload, 40, 8);
+    h.target_data_id = get_be(payload, 48, 8);
     for (std::size_t i = 0; i < h.nonce.size(); ++i)
         h.nonce[i] = static_cast<unsigned char>(payload[kNonceAt + i]);
     h.cluster_id.assign(payload.substr(kFixedBytes));

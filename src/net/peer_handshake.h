@@ -1,6 +1,6 @@
 // The handshake of a peer connection. Four frames, before any Raft message:
 //
-//   dialer   -> acceptor  hello (cluster, membership, who is who, a fresh nonce)
+//   dialer   -> acceptor  hello (cluster, who is who, whose data, a fresh nonce)
 //   acceptor -> dialer    hello (the same, with its own nonce)
 //   dialer   -> acceptor  proof: HMAC-SHA256(secret, "dialer" | both hellos)
 //   acceptor -> dialer    proof: HMAC-SHA256(secret, "acceptor" | both hellos)
@@ -30,7 +30,7 @@ namespace dueq::net {
 
 inline constexpr std::uint32_t kPeerHelloMagic = 0x4451504d;  // "DQPM"
 inline constexpr std::uint32_t kPeerProofMagic = 0x44515041;  // "DQPA"
-inline constexpr std::uint16_t kPeerProtocolVersion = 2;
+inline constexpr std::uint16_t kPeerProtocolVersion = 3;
 // A handshake frame longer than this closes the connection before anything is allocated.
 inline constexpr std::size_t kMaxPeerHelloBytes = 4096;
 inline constexpr std::size_t kMaxClusterIdBytes = 255;
@@ -40,18 +40,23 @@ using Proof = std::array<unsigned char, 32>;
 
 struct PeerHello {
     std::string cluster_id;
-    std::uint64_t fingerprint = 0;  // hash of the membership list
+    std::uint64_t fingerprint = 0;  // hash of the cluster's identity
     std::uint64_t sender = 0;       // node id of the side that sends this hello
     std::uint64_t target = 0;       // node id the sender believes it is talking to
     // Random per PeerMesh instance: a new value from the same sender id means the peer
     // restarted, so any older connection from it is stale.
     std::uint64_t incarnation = 0;
     Nonce nonce{};  // fresh per handshake (random_nonce)
+    // The sender's data dir: random, made at its first start and kept with its data. A
+    // member whose data dir was wiped comes back with another one (node/members.h).
+    std::uint64_t data_id = 0;
+    // The data id the sender's cluster knows the target by (0: none known yet).
+    std::uint64_t target_data_id = 0;
 };
 
 // Payload layout (big-endian): magic u32, version u16, cluster id length u16, fingerprint
-// u64, sender u64, target u64, incarnation u64, nonce (16 bytes), then the cluster id's
-// bytes. The frame's length prefix is not included. cluster_id must be at most
+// u64, sender u64, target u64, incarnation u64, data id u64, target data id u64, nonce (16
+// bytes), then the cluster id's bytes. The frame's length prefix is not included. cluster_id must be at most
 // kMaxClusterIdBytes.
 std::string encode_hello(const PeerHello& hello);
 

@@ -170,7 +170,13 @@ void PeerLink::on_written(boost::system::error_code ec) {
         queued_bytes_ -= 4 + f.payload.size();
     out_flight_.clear();
     if (ec) return close("write: " + ec.message());
+    if (!close_when_sent_.empty() && out_queue_.empty()) return close(close_when_sent_);
     write_more();
+}
+
+void PeerLink::close_when_sent(const std::string& reason) {
+    close_when_sent_ = reason.empty() ? "closed" : reason;
+    if (!writing_) close(close_when_sent_);
 }
 
 void PeerLink::close(const std::string& reason, bool notify) {

@@ -63,6 +63,8 @@ class PeerLink : public std::enable_shared_from_this<PeerLink> {
     // Closes the socket and drops what is queued. Tells the owner (on_link_closed) unless
     // `notify` is false. Idempotent.
     void close(const std::string& reason, bool notify = true);
+    // Closes once what is queued has been written (a refusal that explains itself).
+    void close_when_sent(const std::string& reason);
 
     bool open() const { return open_; }
     bool dialed() const { return dialed_; }
@@ -75,6 +77,7 @@ class PeerLink : public std::enable_shared_from_this<PeerLink> {
     State state = State::handshaking;
     std::uint64_t peer_id = 0;  // dialed: whom we dialed; accepted: the sender, once verified
     std::uint64_t peer_incarnation = 0;
+    std::uint64_t peer_data_id = 0;  // the data id its hello named
     Clock::time_point deadline;  // handshaking: give up then; superseded: close then
     std::string dialer_hello, acceptor_hello;  // the handshake's transcript, as sent
     std::uint64_t claimed_id = 0;  // accepted: the sender its hello names, until proved
@@ -102,6 +105,7 @@ class PeerLink : public std::enable_shared_from_this<PeerLink> {
     std::vector<boost::asio::const_buffer> out_bufs_;  // out_flight_'s, while it is written
     std::size_t queued_bytes_ = 0;  // both vectors
     bool writing_ = false, open_ = true;
+    std::string close_when_sent_;  // set: close with this reason once the queue is written
     Clock::time_point last_received_, last_sent_;
 };
 

@@ -50,6 +50,18 @@ struct MeshOptions {
     // A node joining a cluster knows no member yet: it accepts a connection from any node
     // id that proves the secret (the leader dials it), until set_peers names its peers.
     bool accept_strangers = false;
+    // This node's data id (peer_handshake.h), and what the cluster knows of each peer's
+    // (0: nothing yet). A peer whose hello names another data id than the one known for
+    // it is refused: its data dir was wiped or replaced, and it would vote with a log it no
+    // longer has. The refusal tells it so (it learns it from our hello); so does any hello
+    // that knows this node by another data id (on_replaced).
+    std::uint64_t data_id = 0;
+    std::function<std::uint64_t(std::uint64_t peer)> known_data_id;
+    // A link came up with a peer whose hello named `data_id` (the node records it).
+    std::function<void(std::uint64_t peer, std::uint64_t data_id)> on_peer_data;
+    // A peer knows this node by another data id: this node's data dir is not the one that
+    // member had. Called at most once a minute per peer.
+    std::function<void(std::uint64_t peer, std::uint64_t known)> on_replaced;
     // Send an empty keep-alive frame if nothing else was queued for this long.
     std::chrono::milliseconds heartbeat{100};
     // Close a connection that received nothing for this long.

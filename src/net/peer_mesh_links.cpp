@@ -72,8 +72,9 @@ void MeshCore::on_link_closed(const std::shared_ptr<PeerLink>& link, const std::
 // ---- handshake ----
 
 std::string MeshCore::hello_for(std::uint64_t target) const {
+    const std::uint64_t known = opts_.known_data_id ? opts_.known_data_id(target) : 0;
     return encode_hello(PeerHello{opts_.cluster_id, opts_.fingerprint, opts_.self_id, target,
-                                  incarnation_, random_nonce()});
+                                  incarnation_, random_nonce(), opts_.data_id, known});
 }
 
 void MeshCore::refuse(const std::shared_ptr<PeerLink>& link, const std::string& why) {
@@ -83,13 +84,37 @@ void MeshCore::refuse(const std::shared_ptr<PeerLink>& link, const std::string& 
     if (refusal_log_.allow(address, suppressed))
         spdlog::warn("peer mesh: refused handshake {} {}: {}{}", link->dialed() ? "with" : "from",
                      link->remote(), why, LogLimiter::suppressed_note(suppressed));
-    link->close("handshake refused");
+    link->close_when_sent("handshake refused");
 }
 
 void MeshCore::on_hello(const std::shared_ptr<PeerLink>& link, std::string_view payload) {
     const auto decoded = decode_hello(payload);
     if (!decoded.hello) return refuse(link, decoded.error);
     const PeerHello& h = *decoded.hello;
+    if (h.target_data_id != 0 && opts_.data_id != 0 && h.target_data_id != opts_.data_id &&
+        h.cluster_id == opts_.cluster_id) {
+        std::uint64_t suppressed = 0;
+        if (opts_.on_replaced && refusal_log_.allow("replaced-" + std::to_string(h.sender), suppressed))
+            opts_.on_replaced(h.sender, h.target_data_id);
+        return refuse(link, fmt::format("node {} knows this node by data id {:#x}, ours is {:#x}",
+                                        h.sender, h.target_data_id, opts_.data_id));
+    }
+    const std::uint64_t known = opts_.known_data_id ? opts_.known_data_id(h.sender) : 0;
+    // A safety check against a wiped disk, not an authentication (the secret is that): a
+    // hello that names no data id is not checked.
+    if (known != 0 && h.data_id != 0 && h.data_id != known && h.cluster_id == opts_.cluster_id) {
+        // Tell it why before closing: our hello names the data id we know it by.
+        if (!link->dialed()) {
+            link->send(hello_for(h.sender));
+            link->state = State::superseded;  // reads nothing more; closed once it is sent
+        }
+        return refuse(link, fmt::format(
+                                "node {} presents data id {:#x}, but the cluster knows that member "
+                                "by {:#x}: its data dir was wiped or replaced, and it must not vote "
+                                "with a log it no longer has; remove it (dueqctl member remove) and "
+                                "add that machine as a new member (docs/operations.md)",
+                                h.sender, h.data_id, known));
+    }
     if (auto why = refusal(h, *link); !why.empty()) {
         return refuse(link, fmt::format("node {} to node {}, cluster '{}', fingerprint {:#x}; we "
                                         "are node {} of cluster '{}', fingerprint {:#x}: {}",
@@ -98,6 +123,7 @@ void MeshCore::on_hello(const std::shared_ptr<PeerLink>& link, std::string_view 
                                         opts_.fingerprint, why));
     }
     link->peer_incarnation = h.incarnation;
+    link->peer_data_id = h.data_id;
     link->state = State::proving;
     if (link->dialed()) {
         link->acceptor_hello = std::string(payload);
@@ -177,6 +203,7 @@ void MeshCore::establish(const std::shared_ptr<PeerLink>& link) {
     if (old && !restarted) return;  // a swap: the peer never went away
     spdlog::info("peer mesh: peer {} up{} ({} {})", peer.id, restarted ? " again, restarted" : "",
                  link->dialed() ? "dialed" : "accepted from", link->remote());
+    if (opts_.on_peer_data && link->peer_data_id != 0) opts_.on_peer_data(peer.id, link->peer_data_id);
     if (restarted && on_change_) on_change_(peer.id, false);
     if (!stopped_ && on_change_) on_change_(peer.id, true);
 }

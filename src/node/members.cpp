@@ -23,7 +23,8 @@ std::string encode_directory(const MemberDirectory& d) {
                            {"name", m.name},
                            {"peer", m.peer},
                            {"client", m.client},
-                           {"admin", m.admin}});
+                           {"admin", m.admin},
+                           {"data", m.data_id}});
     }
     return nlohmann::json{{"next_id", d.next_id}, {"members", members}}.dump();
 }
@@ -37,7 +38,8 @@ std::optional<MemberDirectory> decode_directory(std::string_view text) {
         for (const auto& m : j.at("members")) {
             d.members.push_back({m.at("id").get<std::uint64_t>(), m.at("name").get<std::string>(),
                                  m.at("peer").get<std::string>(), m.at("client").get<std::string>(),
-                                 m.at("admin").get<std::string>()});
+                                 m.at("admin").get<std::string>(),
+                                 m.value("data", std::uint64_t(0))});
             if (d.members.back().raft_id == 0 || d.members.back().raft_id >= d.next_id)
                 return std::nullopt;
         }

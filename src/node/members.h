@@ -25,6 +25,9 @@ struct MemberEntry {
     std::string peer;    // host:port its peers dial
     std::string client;  // host:port clients are redirected to
     std::string admin;   // host:port of its HTTP admin listener; may be empty
+    // Its data dir's id (the member record's, net/peer_handshake.h): peers refuse a node
+    // that comes back as this member with another one. 0: not recorded yet.
+    std::uint64_t data_id = 0;
     bool operator==(const MemberEntry&) const = default;
 };
 

@@ -133,6 +133,8 @@ class Node {
     // The mesh's peers: the members in force and committed, and those the leader still
     // tells they were removed (Raft::leaving).
     void update_peers();
+    // Leader: writes members' data ids into the directory once seen (net/peer_handshake.h).
+    void record_data_ids();
     std::optional<std::string> start_shell(const storage::Loaded& loaded,
                                            std::unique_ptr<queue::Store> store);
     // Leader: proposes a declare for each queue whose [queues] settings in this node's
@@ -162,6 +164,9 @@ class Node {
     std::uint64_t peers_leader_ = 0;  // and the leader it was given with
     std::map<std::uint64_t, MemberEntry> known_members_;  // every member seen, by Raft id
     bool joined_ = false;      // joined a running cluster (dueqd --join; the member record)
+    std::uint64_t data_id_ = 0;  // this data dir's id (the member record)
+    std::map<std::uint64_t, std::uint64_t> seen_data_ids_;  // peer -> its hello's data id
+    std::int64_t next_data_id_try_ = 0;
     bool removed_ = false;     // a committed membership left this node out: it stops soon
     mutable NodeClock clock_;  // every time the node reads goes through it (clock.h)
     PlantedDefects planted_;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "net/peer_handshake.h"
 #include "node/node.h"
 #include "wire/protocol.h"
 
@@ -49,6 +50,35 @@ std::string member_record(const Config& c, std::uint64_t raft_id, bool joined = 
            " raft_id=" + std::to_string(raft_id) + (joined ? " joined" : "");
 }
 
+// A record is "<who> data=HEX": the data id ends it (records written before data ids have
+// none).
+std::string record_who(const std::string& record) {
+    const auto at = record.rfind(" data=");
+    return at == std::string::npos ? record : record.substr(0, at);
+}
+
+std::uint64_t record_data_id(const std::string& record) {
+    const auto at = record.rfind(" data=");
+    if (at == std::string::npos) return 0;
+    try {
+        return std::stoull(record.substr(at + 6), nullptr, 16);
+    } catch (const std::exception&) {
+        return 0;
+    }
+}
+
+std::string with_data_id(const std::string& who, std::uint64_t data_id) {
+    return fmt::format("{} data={:016x}", who, data_id);
+}
+
+std::uint64_t new_data_id() {
+    const net::Nonce n = net::random_nonce();
+    std::uint64_t v = 0;
+    for (int i = 0; i < 8; ++i)
+        v = (v << 8) | n[std::size_t(i)];
+    return v == 0 ? 1 : v;
+}
+
 // The Raft id a record names (0 if it names none).
 std::uint64_t record_raft_id(const std::string& record) {
     const auto at = record.find(" raft_id=");
@@ -75,19 +105,26 @@ std::optional<std::string> Node::check_member_record() {
         raft_id_ = joined_                   ? config_.join_id
                    : config_.members.empty() ? 1
                                              : raft_id_of(config_, config_.node_id);
-        if (auto st = db_->write_member(member_record(config_, raft_id_, joined_)); !st.ok)
-            return st.message;
+        data_id_ = new_data_id();
+        const std::string record = with_data_id(member_record(config_, raft_id_, joined_), data_id_);
+        if (auto st = db_->write_member(record); !st.ok) return st.message;
         return std::nullopt;
     }
-    raft_id_ = record_raft_id(stored);
-    joined_ = stored.ends_with(" joined");
+    const std::string who = record_who(stored);
+    raft_id_ = record_raft_id(who);
+    joined_ = who.ends_with(" joined");
+    data_id_ = record_data_id(stored);
     const std::string mine = member_record(config_, raft_id_, joined_);
-    if (raft_id_ != 0 && stored == mine && (config_.join_id == 0 || config_.join_id == raft_id_))
+    if (raft_id_ != 0 && who == mine && (config_.join_id == 0 || config_.join_id == raft_id_)) {
+        if (data_id_ != 0) return std::nullopt;
+        data_id_ = new_data_id();  // a data dir from before data ids
+        if (auto st = db_->write_member(with_data_id(who, data_id_)); !st.ok) return st.message;
         return std::nullopt;
+    }
     const std::uint64_t wanted = config_.join_id != 0      ? config_.join_id
                                  : config_.members.empty() ? 1
                                                            : raft_id_of(config_, config_.node_id);
-    return "refusing to serve from " + config_.data_dir + ": it holds the data of " + stored +
+    return "refusing to serve from " + config_.data_dir + ": it holds the data of " + who +
            ", but this config makes this node " + member_record(config_, wanted) +
            ". Give each member its own data_dir; a new member (dueqd --join) starts from an "
            "empty one.";
@@ -113,6 +150,22 @@ std::optional<std::string> Node::check_member_name() const {
 std::optional<std::string> Node::start_shell(const storage::Loaded& loaded,
                                              std::unique_ptr<queue::Store> store) {
     raft_io_ = std::make_unique<RaftIo>(io_, config_, raft_id_, *db_, [this] { return now_ms(); });
+    raft_io_->set_data_ids(
+        {data_id_,
+         [this](std::uint64_t peer) {
+             auto it = known_members_.find(peer);
+             return it == known_members_.end() ? std::uint64_t(0) : it->second.data_id;
+         },
+         [this](std::uint64_t peer, std::uint64_t data) { seen_data_ids_[peer] = data; },
+         [this](std::uint64_t peer, std::uint64_t known) {
+             spdlog::critical(
+                 "member {} knows this node ({}, raft id {}) by data id {:#x}, but this data "
+                 "dir's is {:#x}: it is not the data dir this member had (wiped or replaced), "
+                 "and a node must not vote with a log it no longer has, so the members refuse "
+                 "it. Remove this member (dueqctl member remove {}) and add this machine as a "
+                 "new member with an empty data dir (dueqd --join; docs/operations.md).",
+                 member_name(peer), config_.node_id, raft_id_, known, data_id_, config_.node_id);
+         }});
     shell::Hooks hooks;
     hooks.schedule = [this] { schedule_ready(); };
     hooks.applied = [this](bool wrote) {
@@ -203,6 +256,7 @@ void Node::on_tick() {
     if (stopped_) return;
     shell_->tick(now_ms());
     update_peers();  // a removed member the leader stops telling
+    record_data_ids();
     leader_reads_->on_tick(is_leader(), now_ms());
     if (admin_) admin_->observe_raft();
     const bool was_serving = autonomy_->serving();
@@ -259,6 +313,32 @@ std::string Node::member_name(std::uint64_t raft_id) const {
     if (raft_id == 0) return {};
     if (const MemberEntry* m = members_.by_id(raft_id)) return m->name;
     return "#" + std::to_string(raft_id);
+}
+
+void Node::record_data_ids() {
+    // The leader writes each member's data id into the directory the first time it sees
+    // it (a directory-only change, one at a time like any), so that a member that comes
+    // back with a wiped data dir is refused by every peer.
+    if (!is_leader() || !raft_io_->has_mesh() || now_ms() < next_data_id_try_) return;
+    const raft::Raft& raft = shell_->raft();
+    if (!raft.pending_changes().empty()) return;
+    MemberDirectory dir = members_;
+    bool changed = false;
+    for (auto& m : dir.members) {
+        if (m.data_id != 0) continue;
+        auto seen = seen_data_ids_.find(m.raft_id);
+        const std::uint64_t data = m.raft_id == raft_id_ ? data_id_
+                                   : seen == seen_data_ids_.end() ? 0
+                                                                  : seen->second;
+        if (data == 0) continue;
+        m.data_id = data;
+        changed = true;
+    }
+    if (!changed) return;
+    next_data_id_try_ = now_ms() + 1000;
+    raft::Membership next = raft.membership();
+    next.directory = encode_directory(dir);
+    shell_->propose_membership(std::move(next), now_ms(), nullptr);
 }
 
 void Node::update_peers() {

@@ -126,6 +126,10 @@ std::optional<std::string> RaftIo::start(shell::RaftShell& shell, const MemberDi
                "peer_listen";
     mo.peers = peers_of(members, config_, raft_id_);
     mo.accept_strangers = !members.by_id(raft_id_);
+    mo.data_id = data_ids_.self;
+    mo.known_data_id = data_ids_.known;
+    mo.on_peer_data = data_ids_.seen;
+    mo.on_replaced = data_ids_.replaced;
     mo.heartbeat = std::chrono::milliseconds(config_.raft.heartbeat_ms);
     mo.dead_after = std::chrono::milliseconds(config_.raft.election_timeout_ms);
     mo.max_frame_bytes = config_.limits.max_frame_bytes * 4 + (8u << 20);

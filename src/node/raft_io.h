@@ -16,6 +16,7 @@
 #include <boost/asio.hpp>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -45,6 +46,15 @@ class RaftIo final : public shell::Storage, public shell::Transport, public Over
     // (a joining node that knows none accepts the member that dials it). Frames and
     // completions go to `shell` from then on. Returns a message on failure.
     std::optional<std::string> start(shell::RaftShell& shell, const MemberDirectory& members);
+    // Data ids (net/peer_handshake.h): this node's, what the cluster knows of a peer's,
+    // what a peer's hello named, and a peer that knows this node by another. Before start.
+    struct DataIds {
+        std::uint64_t self = 0;
+        std::function<std::uint64_t(std::uint64_t peer)> known;
+        std::function<void(std::uint64_t peer, std::uint64_t data_id)> seen;
+        std::function<void(std::uint64_t peer, std::uint64_t known)> replaced;
+    };
+    void set_data_ids(DataIds ids) { data_ids_ = std::move(ids); }
     // The membership changed: the mesh's peers are now `members` (the membership in force,
     // the committed one, and removed members the leader still tells). Returns why not.
     std::string set_members(const MemberDirectory& members, std::uint64_t leader);
@@ -110,6 +120,7 @@ class RaftIo final : public shell::Storage, public shell::Transport, public Over
     SnapshotTransfer transfer_;
     std::shared_ptr<const storage::Checkpoint> checkpoint_;
     std::uint64_t dropped_ = 0;
+    DataIds data_ids_;
     // By Raft id: the members', and those of strangers that proved the secret (a joining
     // node), so as many as the directory's ids.
     std::unordered_map<std::uint64_t, PeerSeen> seen_;

@@ -5,9 +5,11 @@
 
 Three dueqd (testing/chaos/harness) and a spare. Checks that bad requests are refused with
 the documented codes and change nothing; that a learner too far behind is not promoted;
-that a new member joins (dueqd --join), is promoted and counts; that a removed member stops
-by itself with exit status 78 and says why, and stops again if restarted on its data dir;
-and that a data dir is refused under another Raft id (--join with the wrong id). Exit 0 on
+that a member restarted under its old id with a wiped data dir is refused by its peers
+(it cannot vote or join) and says what to do, and that the runbook then replaces it; that a
+new member joins (dueqd --join), is promoted and counts; that a removed member stops by
+itself with exit status 78 and says why, and stops again if restarted on its data dir; and
+that a data dir is refused under another Raft id (--join with the wrong id). Exit 0 on
 pass."""
 import argparse
 import os
@@ -52,6 +54,37 @@ def run(build, work):
         after = c.members()
         if before["membership_index"] != after["membership_index"] or names(c) != ["n1", "n2", "n3"]:
             return f"a refused change changed the membership: {before} -> {after}"
+        # A member whose data dir is wiped comes back under its old id: refused by its peers
+        # (the leader recorded every member's data id in the membership when it first saw it).
+        time.sleep(3)
+        leader = c.wait_leader(30)
+        wiped = next(n for n in ("n1", "n2", "n3") if n != leader)
+        c.lose_for_good(wiped)
+        c.start_node(wiped)
+        c.ids.remove(wiped)  # clients go to the others (the wiped node answers no_quorum)
+        deadline = time.time() + 15
+        log = os.path.join(work, wiped, "dueqd.log")
+        while time.time() < deadline and "knows this node" not in open(log).read():
+            time.sleep(0.2)
+        text = open(log).read()
+        if "knows this node" not in text or "dueqctl member remove" not in text:
+            return f"wiped {wiped} restarted under its old id was not told it is refused: {text[-800:]}"
+        peers_said = "".join(open(os.path.join(work, n, "dueqd.log")).read()
+                             for n in ("n1", "n2", "n3") if n != wiped)
+        if "data dir was wiped or replaced" not in peers_said:
+            return "no peer logged why it refused the wiped member"
+        links = {m["name"]: m["connected"] for m in c.members()["members"]}
+        if links.get(wiped):
+            return f"the leader has a link to the wiped {wiped}: {links}"
+        rc, _, err = c.ctl("put", "q", "k0", "--payload", '"v"')
+        if rc != 0:
+            return f"put with the wiped member refused: {err}"
+        # The runbook: remove it, add the machine back as a new member.
+        c.kill(wiped)
+        c.ctl_until(60, "member", "remove", wiped, done_if=f"no member {wiped}")
+        c.add_member(wiped)
+        if c.raft_ids[wiped] <= 3:
+            return f"{wiped} came back under an old id {c.raft_ids[wiped]}"
         # A learner that never started cannot be promoted.
         rc, out, err = c.ctl("member", "add", "n4", "--peer", f"127.0.0.1:{c.peer_port['n4']}",
                              "--client", f"127.0.0.1:{c.client_port['n4']}")

@@ -173,9 +173,10 @@ struct RawPeer {
     // Our hello, then our proof once the exchange gets that far (the mesh may refuse
     // first; then this returns with the socket closed).
     void hello(std::uint64_t sender, std::uint64_t target, std::string cluster = kCluster,
-               std::uint64_t fingerprint = kFingerprint, std::uint64_t incarnation = 42) {
+               std::uint64_t fingerprint = kFingerprint, std::uint64_t incarnation = 42,
+               std::uint64_t data_id = 0) {
         const auto mine = encode_hello({cluster, fingerprint, sender, target, incarnation,
-                                        random_nonce()});
+                                        random_nonce(), data_id});
         write(frame(mine));
         // The dialer proves first. We dialed: wait for the mesh's hello, then prove. The
         // mesh dialed (its hello is in already): wait for its proof, then prove.
@@ -235,7 +236,7 @@ void quiet() {
 }  // namespace
 
 TEST_CASE("peer hello round-trips and rejects malformed bytes", "[peer_mesh]") {
-    const PeerHello h{"c1", 0x0102030405060708, 7, 9, 0xabcdef};
+    const PeerHello h{"c1", 0x0102030405060708, 7, 9, 0xabcdef, random_nonce(), 0x77, 0x88};
     const auto bytes = encode_hello(h);
     auto d = decode_hello(bytes);
     REQUIRE(d.hello);
@@ -244,6 +245,9 @@ TEST_CASE("peer hello round-trips and rejects malformed bytes", "[peer_mesh]") {
     CHECK(d.hello->sender == 7);
     CHECK(d.hello->target == 9);
     CHECK(d.hello->incarnation == 0xabcdef);
+    CHECK(d.hello->nonce == h.nonce);
+    CHECK(d.hello->data_id == 0x77);
+    CHECK(d.hello->target_data_id == 0x88);
 
     CHECK_FALSE(decode_hello(bytes.substr(0, bytes.size() - 1)).hello);  // id length mismatch
     CHECK_FALSE(decode_hello(bytes + "x").hello);
@@ -525,6 +529,30 @@ TEST_CASE("meshes of another cluster or membership never connect", "[peer_mesh]"
         CHECK_FALSE(n->mesh->send(3 - id, "x"));
         CHECK(n->received.empty());
     }
+}
+
+TEST_CASE("a member back with another data dir is refused, and told the one it is known by",
+          "[peer_mesh]") {
+    quiet();
+    asio::io_context io;
+    Cluster c({1}, {2});
+    auto o1 = c.options(1);
+    o1.data_id = 0x1111;
+    o1.known_data_id = [](std::uint64_t peer) { return peer == 2 ? std::uint64_t(0xaaaa) : 0; };
+    std::uint64_t seen = 0;
+    o1.on_peer_data = [&](std::uint64_t peer, std::uint64_t data) { seen = peer == 2 ? data : 0; };
+    Node& n = c.start(io, 1, o1);
+    RawPeer wiped(io, c.ports[1]);
+    wiped.hello(2, 1, kCluster, kFingerprint, 42, 0xbbbb);
+    REQUIRE(wiped.wait_closed());
+    REQUIRE(wiped.in.size() >= kHelloFrame);  // the refusal says why: our hello first
+    CHECK(hello_in(wiped).target_data_id == 0xaaaa);
+    CHECK(n.changes == 0);
+    CHECK(seen == 0);
+    RawPeer same(io, c.ports[1]);
+    same.hello(2, 1, kCluster, kFingerprint, 43, 0xaaaa);
+    REQUIRE(run_until(io, [&] { return n.changes > 0; }));
+    CHECK(seen == 0xaaaa);
 }
 
 TEST_CASE("bad handshakes from a raw socket are refused without an answer", "[peer_mesh]") {
