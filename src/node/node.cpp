@@ -57,7 +57,16 @@ std::optional<std::string> Node::start() {
     auto store = std::make_unique<queue::Store>(queue::kApplyLimits);
     storage::Loaded loaded;
     st = db_->load(*store, loaded);
-    if (!st.ok) return "refusing to serve from " + config_.data_dir + ": " + st.message;
+    if (!st.ok) {
+        const bool damaged = st.message.find("orrupt") != std::string::npos;
+        return "refusing to serve from " + config_.data_dir + ": " + st.message +
+               (damaged && config_.members.size() > 1
+                    ? ". The data dir is damaged: replace this member (dueqctl member remove " +
+                          config_.node_id +
+                          ", then add the machine back as a new member with an empty data dir; "
+                          "docs/operations.md)"
+                    : "");
+    }
     spdlog::info(
         "loaded {} tasks at applied index {}; {} log entries after index {} (RocksDB opened "
         "in {} ms, read in {} ms: tasks {} ms, then their indexes {} ms)",
