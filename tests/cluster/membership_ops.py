@@ -23,7 +23,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "testing", "chaos"))
-from harness.cluster import Cluster  # noqa: E402
+from harness.cluster import Cluster, free_port  # noqa: E402
 
 REMOVED_EXIT = 78
 
@@ -88,6 +88,7 @@ def run(build, work):
         if c.raft_ids[wiped] <= 3:
             return f"{wiped} came back under an old id {c.raft_ids[wiped]}"
         # A learner that never started cannot be promoted.
+        c.client_port["n4"] = free_port()  # fresh: one picked at the start may be taken now
         rc, out, err = c.ctl("member", "add", "n4", "--peer", f"127.0.0.1:{c.peer_port['n4']}",
                              "--client", f"127.0.0.1:{c.client_port['n4']}")
         if rc != 0:

@@ -409,6 +409,11 @@ ttr_ms = {self.ttr_ms}
         # A fresh machine: an empty data dir (a name removed before comes back as a new
         # member, with a new Raft id).
         shutil.rmtree(os.path.join(self.dir, n, "data"), ignore_errors=True)
+        # Its client port is picked now, not when the run began: a port free seconds ago
+        # may have gone to another test by now (its peer port is the fault proxy's target
+        # and stays).
+        if not self.autonomy_after_ms:
+            self.client_port[n] = free_port()
         out = self.ctl_until(60, "member", "add", n, "--peer", f"127.0.0.1:{self.peer_port[n]}",
                              "--client", f"127.0.0.1:{self.client_port[n]}",
                              done_if=f"member {n} exists")
