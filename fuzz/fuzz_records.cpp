@@ -33,7 +33,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                 auto e = storage::decode_log_record(*key, storage::seal(*body, *key));
                 if (!e) break;
                 FUZZ_CHECK(key->size() == 8 && body->size() >= 17);
-                FUZZ_CHECK(e->type == raft::EntryType::normal || e->type == raft::EntryType::noop);
+                FUZZ_CHECK(e->type == raft::EntryType::normal || e->type == raft::EntryType::noop ||
+                           e->type == raft::EntryType::config);
                 FUZZ_CHECK(e->data == body->substr(17));
                 break;
             }
