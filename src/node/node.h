@@ -132,7 +132,7 @@ class Node {
     void on_membership_changed();
     // The mesh's peers: the members in force and committed, and those the leader still
     // tells they were removed (Raft::leaving).
-    void update_peers();
+    void update_peers(bool membership_changed);
     // Leader: writes members' data ids into the directory once seen (net/peer_handshake.h).
     void record_data_ids();
     std::optional<std::string> start_shell(const storage::Loaded& loaded,
@@ -162,6 +162,7 @@ class Node {
     MemberDirectory members_;         // of the membership in force (current_members)
     MemberDirectory peers_;           // what the mesh was last given (update_peers)
     std::uint64_t peers_leader_ = 0;  // and the leader it was given with
+    std::vector<std::uint64_t> peers_leaving_;  // and the removed members being told
     std::map<std::uint64_t, MemberEntry> known_members_;  // every member seen, by Raft id
     bool joined_ = false;      // joined a running cluster (dueqd --join; the member record)
     std::uint64_t data_id_ = 0;  // this data dir's id (the member record)

@@ -161,6 +161,9 @@ void Node::record_data_ids() {
     if (!is_leader() || !raft_io_->has_mesh() || now_ms() < next_data_id_try_) return;
     const raft::Raft& raft = shell_->raft();
     if (!raft.pending_changes().empty()) return;
+    if (std::all_of(members_.members.begin(), members_.members.end(),
+                    [](const MemberEntry& m) { return m.data_id != 0; }))
+        return;  // the usual case, every tick: nothing to copy
     MemberDirectory dir = members_;
     bool changed = false;
     for (auto& m : dir.members) {
@@ -180,9 +183,14 @@ void Node::record_data_ids() {
     shell_->propose_membership(std::move(next), now_ms(), nullptr);
 }
 
-void Node::update_peers() {
+void Node::update_peers(bool membership_changed) {
     if (!raft_io_ || !shell_) return;
     const raft::Raft& raft = shell_->raft();
+    // Every tick: only the leader or the members being told they were removed can have
+    // moved; the rest changes only with the membership.
+    std::vector<raft::NodeId> leaving = raft.leaving();
+    if (!membership_changed && raft.leader() == peers_leader_ && leaving == peers_leaving_) return;
+    peers_leaving_ = std::move(leaving);
     for (const auto& m : members_.members)
         known_members_[m.raft_id] = m;
     // Until a change commits, the members of the committed membership still count (a
@@ -199,7 +207,7 @@ void Node::update_peers() {
         for (raft::NodeId id : raft.committed_membership().learners)
             add(id);
     }
-    for (raft::NodeId id : raft.leaving())
+    for (raft::NodeId id : peers_leaving_)
         add(id);
     if (peers == peers_ && raft.leader() == peers_leader_) return;
     peers_ = peers;
@@ -224,7 +232,7 @@ void Node::on_membership_changed() {
                      committed ? "committed" : "not committed yet");
         members_ = std::move(now);
     }
-    update_peers();
+    update_peers(true);
     // Removed: a committed membership leaves this node out, and its ids are past ours (a
     // node that joins learns older memberships first, which predate its id).
     const auto dir = decode_directory(m.directory);

@@ -148,7 +148,7 @@ void Node::propose_configured_settings() {
 void Node::on_tick() {
     if (stopped_) return;
     shell_->tick(now_ms());
-    update_peers();  // a removed member the leader stops telling
+    update_peers(false);  // a new leader, or a removed member it stops telling
     record_data_ids();
     leader_reads_->on_tick(is_leader(), now_ms());
     if (admin_) admin_->observe_raft();
