@@ -35,6 +35,17 @@ std::int64_t Node::store_now() const {
     return std::max(std::int64_t(shell_->applied().time), now_ms());
 }
 
+std::string Node::refusal_to_serve(const std::string& why) const {
+    const bool damaged = why.find("orrupt") != std::string::npos;
+    return "refusing to serve from " + config_.data_dir + ": " + why +
+           (damaged && config_.members.size() > 1
+                ? ". The data dir is damaged: replace this member (dueqctl member remove " +
+                      config_.node_id +
+                      ", then add the machine back as a new member with an empty data dir; "
+                      "docs/operations.md)"
+                : "");
+}
+
 std::optional<std::string> Node::start() {
     using Clock = std::chrono::steady_clock;
     const auto began = Clock::now();
@@ -49,7 +60,7 @@ std::optional<std::string> Node::start() {
     std::filesystem::create_directories(config_.data_dir, made);
     if (made) return "cannot create data_dir " + config_.data_dir + ": " + made.message();
     db_ = storage::Database::open(config_.data_dir, config_.fsync, st, storage_env_);
-    if (!db_) return st.message;
+    if (!db_) return refusal_to_serve(st.message);
     if (auto err = check_member_record()) return err;
     const auto opened = Clock::now();
     // Not this node's [limits] or [queues]: every replica applies with the same bounds,
@@ -57,16 +68,7 @@ std::optional<std::string> Node::start() {
     auto store = std::make_unique<queue::Store>(queue::kApplyLimits);
     storage::Loaded loaded;
     st = db_->load(*store, loaded);
-    if (!st.ok) {
-        const bool damaged = st.message.find("orrupt") != std::string::npos;
-        return "refusing to serve from " + config_.data_dir + ": " + st.message +
-               (damaged && config_.members.size() > 1
-                    ? ". The data dir is damaged: replace this member (dueqctl member remove " +
-                          config_.node_id +
-                          ", then add the machine back as a new member with an empty data dir; "
-                          "docs/operations.md)"
-                    : "");
-    }
+    if (!st.ok) return refusal_to_serve(st.message);
     spdlog::info(
         "loaded {} tasks at applied index {}; {} log entries after index {} (RocksDB opened "
         "in {} ms, read in {} ms: tasks {} ms, then their indexes {} ms)",

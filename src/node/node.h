@@ -124,6 +124,8 @@ class Node {
     shell::ShellConfig shell_config() const;
     // The data dir names the member it belongs to; a node refuses another member's.
     std::optional<std::string> check_member_record();
+    // The start's error for a data dir it cannot serve from; for damage, the runbook.
+    std::string refusal_to_serve(const std::string& why) const;
     // The membership in force names this node's Raft id as this node, or not at all.
     std::optional<std::string> check_member_name() const;
     // The members of the membership in force (empty for a joining node that knows none).

@@ -17,6 +17,7 @@
 #include "storage/flushed_applied.h"
 #include "storage/prezeroed_wal.h"
 #include "storage/sorted_flush_memtable.h"
+#include "storage/wal_check.h"
 
 namespace dueq::storage {
 
@@ -161,6 +162,8 @@ std::vector<rocksdb::ColumnFamilyDescriptor> column_families(
 
 std::unique_ptr<Database> Database::open(const std::string& path, bool sync, Status& status,
                                          rocksdb::Env* env) {
+    // Before RocksDB replays the WAL and, at a damaged record, quietly stops there.
+    if (status = check_wal(path); !status.ok) return nullptr;
     rocksdb::Options opts = open_options(env);
     std::unique_ptr<Database> d(new Database());
     d->sync_ = sync;
