@@ -62,15 +62,17 @@ int run_shards(Context& ctx) {
     const std::string own = map->value("shard", "");
     std::cout << (own.empty() ? " as a proxy sees it" : ", asked of a node of shard " + own)
               << "\n";
-    Table t({"SHARD", "BUCKETS", "LEADER", "MEMBERS"});
+    Table t({"SHARD", "BUCKETS", "LEADER", "MEMBERS", "FROM"});
     for (const auto& s : (*map)["shards"]) {
         std::string members;
         for (const auto& m : s["members"])
             members +=
                 (members.empty() ? "" : " ") + m.value("id", "?") + "=" + m.value("client", "?");
         const std::string leader = s.value("leader", "");
+        // Members come from the map file until the shard's own membership is learned.
+        const std::uint64_t index = s.value("membership_index", std::uint64_t{0});
         t.add({s.value("name", "?"), ranges_text(s["buckets"]), leader.empty() ? "-" : leader,
-               members});
+               members, index ? "membership " + std::to_string(index) : "map file"});
     }
     t.print();
     return 0;

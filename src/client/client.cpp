@@ -188,6 +188,16 @@ public:
         });
     }
 
+    void set_seeds(std::vector<std::string> seeds) {
+        asio::post(io_, [this, seeds = std::move(seeds)]() mutable {
+            std::erase_if(seeds, [](const std::string& s) { return !parse_address(s).ok(); });
+            if (seeds.empty()) return;
+            seeds_ = std::move(seeds);
+            next_seed_ = 0;
+            failures_in_round_ = 0;
+        });
+    }
+
     std::string current_address() const {
         std::lock_guard<std::mutex> lock(info_mu_);
         return info_address_;
@@ -579,6 +589,7 @@ Client::~Client() = default;
 
 bool Client::on_io_thread() const { return impl_->on_io_thread(); }
 std::string Client::current_address() const { return impl_->current_address(); }
+void Client::set_seeds(std::vector<std::string> seeds) { impl_->set_seeds(std::move(seeds)); }
 std::optional<uint64_t> Client::current_session() const { return impl_->current_session(); }
 
 #define DUEQ_ASYNC(Req)                                                          \

@@ -228,6 +228,11 @@ public:
     std::string current_address() const;
     std::optional<uint64_t> current_session() const;
 
+    // Replaces the seeds (a shard's membership changed): the open connection stays, and the
+    // next one goes to the new seeds. Addresses that do not parse are left out; with none
+    // left, the old seeds stay.
+    void set_seeds(std::vector<std::string> seeds);
+
     bool on_io_thread() const;
 
 private:

@@ -132,6 +132,9 @@ class Node {
     MemberDirectory current_members() const;
     // The membership changed: the mesh follows it; a node it removed stops.
     void on_membership_changed();
+    // This shard's entry in the map it routes by and answers `shards` with follows its
+    // committed membership (other shards' routers learn it from there).
+    void publish_shard_members();
     // The mesh's peers: the members in force and committed, and those the leader still
     // tells they were removed (Raft::leaving).
     void update_peers(bool membership_changed);

@@ -216,6 +216,20 @@ void Node::update_peers(bool membership_changed) {
         spdlog::error("membership: peers not updated: {}", err);
 }
 
+void Node::publish_shard_members() {
+    if (!router_ || !shell_) return;
+    const raft::Raft& raft = shell_->raft();
+    const raft::Index index = raft.committed_membership_index();
+    // Committed only: an uncommitted change may yet be replaced by another at its index,
+    // and the index is what tells a newer list from an older one.
+    if (raft.membership().empty() || index <= router_->map().shards[own_shard_].membership_index)
+        return;
+    std::vector<shard::ShardMember> members;
+    for (const auto& m : directory_of(raft.committed_membership(), config_).members)
+        members.push_back({m.name, m.client});
+    router_->learn_members(router_->map().shards[own_shard_].name, std::move(members), index);
+}
+
 MemberDirectory Node::current_members() const {
     const raft::Membership& m = shell_->raft().membership();
     if (m.empty()) return {};  // joining: no member known yet

@@ -150,6 +150,7 @@ void Node::on_tick() {
     shell_->tick(now_ms());
     update_peers(false);  // a new leader, or a removed member it stops telling
     record_data_ids();
+    publish_shard_members();
     leader_reads_->on_tick(is_leader(), now_ms());
     if (admin_) admin_->observe_raft();
     const bool was_serving = autonomy_->serving();
@@ -221,15 +222,13 @@ std::vector<shard::ShardMember> group_members(const Config& c) {
     return group;
 }
 
-// Why `map` cannot be this node's map: its shard must exist and list exactly this Raft
-// group's members, so that clients that route by the map reach the group that has the keys.
+// Why `map` cannot be this node's map: its shard must exist. The members the map lists for
+// it only seed routing (the group's committed membership replaces them everywhere:
+// publish_shard_members, Router::start_discovery), so they may predate a membership change,
+// and a name removed and added again may be at another address now.
 std::string own_shard_mismatch(const shard::ShardMap& map, const Config& c) {
-    const auto own = map.find(c.shard_name);
-    if (!own) return "the shard map has no shard named '" + c.shard_name + "' ([shard] name)";
-    if (map.shards[*own].members != group_members(c))
-        return "shard '" + c.shard_name +
-               "' in the shard map must list this group's members ([cluster] members: id and "
-               "client), in the same order";
+    if (!map.find(c.shard_name))
+        return "the shard map has no shard named '" + c.shard_name + "' ([shard] name)";
     return "";
 }
 
@@ -260,6 +259,7 @@ std::optional<std::string> Node::start_sharding() {
     // little more covers the hop, and stays within a client's usual 5 s.
     options.call_timeout = std::chrono::milliseconds(config_.raft.proposal_timeout_ms + 500);
     router_ = std::make_unique<shard::Router>(io_, std::move(map), std::move(options));
+    if (!config_.shard_map_file.empty()) router_->start_discovery(own_shard_);
     return std::nullopt;
 }
 
@@ -281,6 +281,7 @@ std::string Node::reload_shard_map() {
                  next->shards.size());
     own_shard_ = *next->find(config_.shard_name);
     router_->set_map(std::move(*next));
+    router_->start_discovery(own_shard_);
     return "";
 }
 

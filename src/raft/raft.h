@@ -129,6 +129,8 @@ class Raft {
     // The newest membership at or before the commit index (the one before a change in
     // flight): nodes still talk to its members until the change commits.
     const Membership& committed_membership() const;
+    // The index of the entry it came from.
+    Index committed_membership_index() const;
     // Leader: removed members it still sends the log to, until they know (raft_membership.cpp).
     std::vector<NodeId> leaving() const;
     const Progress* progress(NodeId peer) const;

@@ -48,6 +48,11 @@ const Membership& Raft::committed_membership() const {
     return it == confs_.begin() ? it->second : std::prev(it)->second;
 }
 
+Index Raft::committed_membership_index() const {
+    auto it = confs_.upper_bound(log_.committed());
+    return it == confs_.begin() ? it->first : std::prev(it)->first;
+}
+
 std::vector<NodeId> Raft::leaving() const {
     std::vector<NodeId> out;
     for (const auto& [id, state] : leaving_)

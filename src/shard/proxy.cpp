@@ -32,6 +32,7 @@ std::optional<std::string> Proxy::start() {
     ro.token = options_.token;
     ro.call_timeout = options_.call_timeout;
     router_ = std::make_unique<Router>(io_, std::move(map), ro);
+    router_->start_discovery(std::nullopt);
     try {
         server_ = std::make_unique<net::Server>(
             io_, options_.listen, options_.limits,

@@ -1,6 +1,10 @@
 #include "shard/router.h"
 
+#include <spdlog/spdlog.h>
+
 #include "net/frame.h"
+#include "shard/request_map.h"
+#include "shard/sharded_client.h"
 #include "wire/protocol.h"
 
 namespace dueq::shard {
@@ -14,18 +18,75 @@ Router::Router(asio::io_context& io, ShardMap map, RouterOptions options)
 
 Router::~Router() {
     *alive_ = false;
+    if (discovery_timer_) discovery_timer_->cancel();
 }
 
 void Router::set_map(ShardMap next) {
     std::vector<std::unique_ptr<client::Client>> kept(next.shards.size());
     for (std::size_t i = 0; i < next.shards.size(); ++i) {
         const auto was = map_.find(next.shards[i].name);
-        if (!was || !clients_[*was]) continue;
-        const bool same = map_.shards[*was].members == next.shards[i].members;
-        if (same) kept[i] = std::move(clients_[*was]);
+        if (!was) continue;
+        const Shard& old = map_.shards[*was];
+        if (old.membership_index > next.shards[i].membership_index) {
+            next.shards[i].members = old.members;
+            next.shards[i].membership_index = old.membership_index;
+        }
+        if (clients_[*was] && old.members == next.shards[i].members)
+            kept[i] = std::move(clients_[*was]);
     }
     clients_ = std::move(kept);  // the others are destroyed: their calls end `unavailable`
     map_ = std::move(next);
+}
+
+bool Router::learn_members(const std::string& name, std::vector<ShardMember> members,
+                           std::uint64_t membership_index) {
+    const auto i = map_.find(name);
+    if (!i || members.empty() || membership_index <= map_.shards[*i].membership_index)
+        return false;
+    Shard& s = map_.shards[*i];
+    s.membership_index = membership_index;
+    if (s.members == members) return true;
+    std::string list;
+    for (const auto& m : members)
+        list += (list.empty() ? "" : ", ") + m.id + " at " + m.client;
+    spdlog::info("shard '{}' members now {} (its membership at index {})", name, list,
+                 membership_index);
+    s.members = std::move(members);
+    if (clients_[*i]) {
+        std::vector<std::string> seeds;
+        for (const auto& m : s.members)
+            seeds.push_back(m.client);
+        clients_[*i]->set_seeds(std::move(seeds));
+    }
+    return true;
+}
+
+void Router::start_discovery(std::optional<std::size_t> own) {
+    own_ = own;
+    if (!discovery_timer_) discovery_timer_ = std::make_unique<asio::steady_timer>(io_);
+    discovery_timer_->expires_after(options_.discovery_every);
+    discovery_timer_->async_wait([this, alive = std::weak_ptr<bool>(alive_)](auto ec) {
+        if (ec || !alive.lock()) return;
+        discover();
+        start_discovery(own_);
+    });
+}
+
+void Router::discover() {
+    const auto request = request_map(wire::op_name(wire::Op::shards), 0);
+    for (std::size_t i = 0; i < map_.shards.size(); ++i) {
+        if (own_ && *own_ == i) continue;
+        call(
+            i, wire::op_name(wire::Op::shards), request->get(),
+            [this, request](client::Result<client::ResponseFrame> r) {
+                if (!r.ok() || !r->ok) return;  // the next round asks again
+                const auto answer = map_from_answer(*r->map);
+                if (!answer) return;
+                for (const auto& s : answer->shards)
+                    learn_members(s.name, s.members, s.membership_index);
+            },
+            std::chrono::milliseconds(0), options_.discovery_every);
+    }
 }
 
 client::Client& Router::client_for(std::size_t shard) {

@@ -29,6 +29,8 @@ namespace dueq::shard {
 struct RouterOptions {
     std::optional<std::string> token;  // said in hello when the shards require one
     std::chrono::milliseconds call_timeout{10'000};
+    // How often to ask every other shard for the map it knows (start_discovery).
+    std::chrono::milliseconds discovery_every{2'000};
 };
 
 class Router {
@@ -37,9 +39,22 @@ class Router {
     ~Router();
 
     const ShardMap& map() const { return map_; }
-    // Swaps in a new map (already checked by the caller). Clients of shards whose members
+    // Swaps in a new map (already checked by the caller). A shard's members learned from a
+    // later membership than the new map lists are kept. Clients of shards whose members
     // changed are replaced; calls in flight on them complete with `unavailable`.
     void set_map(ShardMap next);
+
+    // Shard `name`'s members as of its committed membership at `membership_index`: taken
+    // when that index is past the one the map holds. The shard's client keeps its
+    // connection and dials the new members from then on. Returns whether it was taken.
+    bool learn_members(const std::string& name, std::vector<ShardMember> members,
+                       std::uint64_t membership_index);
+    // Every `discovery_every`, asks each shard but `own` (a node's own shard; a proxy:
+    // none) for the map it routes by and learns the members of every shard in the answer
+    // (a shard's nodes know their own membership; others pass on what they learned). So
+    // members added to a shard are reached, and a shard whose map-file members were all
+    // replaced is still found, without editing the map file.
+    void start_discovery(std::optional<std::size_t> own);
 
     using Done = std::function<void(client::Result<client::ResponseFrame>)>;
     // Sends `request` (a client's request map) to shard `shard`, marked as forwarded.
@@ -64,6 +79,10 @@ class Router {
     std::string known_leader(std::size_t shard) const;
   private:
     client::Client& client_for(std::size_t shard);
+    void discover();
+
+    std::optional<std::size_t> own_;
+    std::unique_ptr<boost::asio::steady_timer> discovery_timer_;
 
     boost::asio::io_context& io_;
     ShardMap map_;

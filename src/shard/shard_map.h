@@ -32,6 +32,10 @@ struct Shard {
     std::vector<ShardMember> members;
     // Inclusive bucket ranges, sorted, not overlapping.
     std::vector<std::pair<std::uint32_t, std::uint32_t>> buckets;
+    // Where `members` came from: 0 for the map file, else the Raft index of the shard's
+    // committed membership that listed them (a later change has a larger one). The file's
+    // list only seeds routing; the shard's own membership, once learned, replaces it.
+    std::uint64_t membership_index = 0;
 };
 
 inline constexpr std::uint32_t kMaxBuckets = 65536;

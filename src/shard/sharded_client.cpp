@@ -30,6 +30,9 @@ const msgpack::object_array& array_of(const msgpack::object& o) {
 Shard shard_from_answer(const msgpack::object& s, std::uint16_t i, ShardMap& map) {
     Shard out;
     out.name = bytes_of(&required(s, wire::field::name));
+    // Absent from an answerer that predates membership changes: its list is the file's.
+    if (const auto* index = field(s, wire::field::membership_index))
+        out.membership_index = index->as<std::uint64_t>();
     for (const auto& m : std::span(array_of(required(s, wire::field::members)).ptr,
                                    array_of(required(s, wire::field::members)).size))
         out.members.push_back(
@@ -95,13 +98,13 @@ client::Status ShardedClient::refresh_map() {
             continue;
         }
         std::lock_guard lock(mu_);
-        std::vector<std::unique_ptr<client::Client>> clients;
+        std::vector<std::shared_ptr<client::Client>> clients;
         for (const auto& s : map->shards) {
             auto co = options_.client;
             co.seeds.clear();
             for (const auto& m : s.members)
                 co.seeds.push_back(m.client);
-            clients.push_back(std::make_unique<client::Client>(std::move(co)));
+            clients.push_back(std::make_shared<client::Client>(std::move(co)));
         }
         clients_ = std::move(clients);
         map_ = std::move(map);
@@ -120,20 +123,27 @@ std::optional<ShardMap> ShardedClient::map() {
     return map_;
 }
 
-client::Client* ShardedClient::client_for(std::string_view queue, std::string_view key) {
+std::shared_ptr<client::Client> ShardedClient::client_for(std::string_view queue,
+                                                          std::string_view key) {
     if (!map()) return nullptr;
     std::lock_guard lock(mu_);
-    return clients_[map_->shard_of(queue, key)].get();
+    return clients_[map_->shard_of(queue, key)];
 }
 
 template <class Req>
 auto ShardedClient::keyed(const Req& r) -> client::Result<client::ResponseOfT<Req>> {
-    auto* c = client_for(r.queue, r.key);
+    auto c = client_for(r.queue, r.key);
     if (!c) return Error(Code::unavailable, "no shard map from the seeds");
     auto answer = c->call(r);
     // The map changed under us (a node answers wrong_shard only to a forwarded or
-    // redirect request, so this is rare): fetch it again and retry once.
-    if (!answer.ok() && answer.error().code == Code::wrong_shard && refresh_map().ok())
+    // redirect request, so this is rare), or no member the map lists for the shard could
+    // be reached, which is what a shard whose members were replaced looks like (the map
+    // the seeds give now lists its new members): fetch it again and retry once. Retrying
+    // an `unavailable` is safe only when the request never left.
+    const bool stale = !answer.ok() && (answer.error().code == Code::wrong_shard ||
+                                        (answer.error().code == Code::unavailable &&
+                                         !answer.error().maybe_applied));
+    if (stale && refresh_map().ok())
         if ((c = client_for(r.queue, r.key))) answer = c->call(r);
     return answer;
 }
@@ -168,11 +178,10 @@ client::Result<client::TakeResponse> ShardedClient::take(const client::TakeReque
     client::TakeRequest now = r;
     now.timeout_ms = 0;
     for (;;) {
-        std::vector<client::Client*> clients;
+        std::vector<std::shared_ptr<client::Client>> clients;
         {
             std::lock_guard lock(mu_);
-            for (auto& c : clients_)
-                clients.push_back(c.get());
+            clients = clients_;
         }
         client::TakeResponse got;
         std::optional<Error> first_error;

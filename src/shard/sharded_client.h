@@ -53,7 +53,8 @@ class ShardedClient {
     client::Result<client::TakeResponse> take(const client::TakeRequest& r);
 
     // The client of the shard that serves (queue, key); null when there is no map.
-    client::Client* client_for(std::string_view queue, std::string_view key);
+    // Shared: a map refresh on one thread must not destroy a client another is calling.
+    std::shared_ptr<client::Client> client_for(std::string_view queue, std::string_view key);
 
   private:
     template <class Req>
@@ -62,7 +63,7 @@ class ShardedClient {
     ShardedClientOptions options_;
     std::mutex mu_;  // guards map_ and clients_
     std::optional<ShardMap> map_;
-    std::vector<std::unique_ptr<client::Client>> clients_;
+    std::vector<std::shared_ptr<client::Client>> clients_;
     std::atomic<std::size_t> rotation_{0};
 };
 

@@ -17,8 +17,9 @@ std::string shards_reply(std::uint64_t id, const ShardMap& map, const std::strin
     f.key(wire::field::shards), pk.pack_array(std::uint32_t(map.shards.size()));
     for (std::size_t i = 0; i < map.shards.size(); ++i) {
         const Shard& s = map.shards[i];
-        pk.pack_map(4);
+        pk.pack_map(5);
         f.key(wire::field::name), f.str(s.name);
+        f.key(wire::field::membership_index), pk.pack_uint64(s.membership_index);
         f.key(wire::field::buckets), pk.pack_array(std::uint32_t(s.buckets.size()));
         for (const auto& [lo, hi] : s.buckets) {
             pk.pack_array(2);

@@ -10,7 +10,8 @@
 namespace dueq::shard {
 
 // {id, ok, version, buckets, hash: "fnv1a64", shard: own ("" from a proxy),
-//  shards: [{name, buckets: [[first, last], ...], members: [{id, client}], leader}]}.
+//  shards: [{name, membership_index, buckets: [[first, last], ...], members: [{id, client}],
+//  leader}]}.
 // `leaders[i]` is the best known client address of shard i's leader ("" when unknown).
 std::string shards_reply(std::uint64_t id, const ShardMap& map, const std::string& own,
                          const std::vector<std::string>& leaders);

@@ -3,7 +3,10 @@
 
 #include <map>
 
+#include "shard/router.h"
 #include "shard/shard_map.h"
+#include "shard/sharded_client.h"
+#include "shard/shards_reply.h"
 
 using namespace dueq::shard;
 
@@ -113,4 +116,41 @@ TEST_CASE("a new map is taken only if every bucket stays with its shard", "[shar
     const auto single = single_shard_map("solo", {{"n1", "127.0.0.1:7700"}});
     CHECK(single.shard_of("q", "anything") == 0);
     CHECK_THAT(reload_refusal(v1, v2, "c"), Catch::Contains("no shard named 'c'"));
+}
+
+// Members follow (docs/sharding.md): a shard's members learned from its committed
+// membership replace the map file's, only from a later membership, and survive a reload.
+TEST_CASE("a router learns a shard's members from a later membership and keeps them", "[shard]") {
+    boost::asio::io_context io;
+    Router router(io, parse_shard_map(two_shards(1, "[[0, 511]]", "[[512, 1023]]"), "map"), {});
+    const std::vector<ShardMember> replaced = {{"a3", "127.0.0.1:7713"}, {"a4", "127.0.0.1:7714"}};
+    CHECK_FALSE(router.learn_members("a", replaced, 0));  // no later than the file's
+    CHECK_FALSE(router.learn_members("c", replaced, 9));  // no such shard
+    CHECK_FALSE(router.learn_members("a", {}, 9));        // an empty list routes nowhere
+    REQUIRE(router.learn_members("a", replaced, 9));
+    CHECK(router.map().shards[0].members == replaced);
+    CHECK(router.map().shards[0].membership_index == 9);
+    // An older membership (a router that learned less) does not undo it; a newer one does.
+    CHECK_FALSE(router.learn_members("a", {{"a1", "127.0.0.1:7711"}}, 8));
+    CHECK(router.map().shards[0].members == replaced);
+    CHECK(router.learn_members("a", {{"a4", "127.0.0.1:7714"}}, 12));
+    CHECK(router.map().shards[0].members.size() == 1);
+    // A reload of the map file (its lists are index 0) keeps what was learned.
+    router.set_map(parse_shard_map(two_shards(2, "[[0, 511]]", "[[512, 1023]]"), "map"));
+    CHECK(router.map().version == 2);
+    CHECK(router.map().shards[0].members == std::vector<ShardMember>{{"a4", "127.0.0.1:7714"}});
+    CHECK(router.map().shards[0].membership_index == 12);
+    CHECK(router.map().shards[1].members.front().id == "b1");
+}
+
+TEST_CASE("the shards answer carries each shard's membership index", "[shard]") {
+    ShardMap map = parse_shard_map(two_shards(3, "[[0, 511]]", "[[512, 1023]]"), "map");
+    map.shards[1].membership_index = 41;
+    const std::string frame = shards_reply(5, map, "b", {"", ""});
+    auto handle = msgpack::unpack(frame.data() + 4, frame.size() - 4);
+    const auto parsed = map_from_answer(handle.get());
+    REQUIRE(parsed);
+    CHECK(parsed->shards[0].membership_index == 0);
+    CHECK(parsed->shards[1].membership_index == 41);
+    CHECK(parsed->shards[1].members == map.shards[1].members);
 }
