@@ -262,6 +262,11 @@ void Autonomy::send_merges(std::int64_t now) {
 std::string Autonomy::receive_merges(raft::NodeId from, std::vector<queue::Merge> merges,
                                      std::int64_t now) {
     if (!shell_.is_leader()) return "merges sent to a node that is not the leader";
+    // A node removed while it was cut off is still dialed until it learns of its removal
+    // (raft_membership.cpp), and may try to merge meanwhile: what it did alone is given up
+    // with it (docs/autonomy.md).
+    if (from != settings_.self && !shell_.raft().membership().contains(from))
+        return "merges from a node that is not a member (removed)";
     for (const auto& m : merges)
         if (m.origin != from) return "a merge names another member as its origin";
     for (auto& m : merges)
