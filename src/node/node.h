@@ -171,7 +171,7 @@ class Node {
     std::map<std::uint64_t, MemberEntry> known_members_;  // every member seen, by Raft id
     bool joined_ = false;      // joined a running cluster (dueqd --join; the member record)
     std::uint64_t data_id_ = 0;  // this data dir's id (the member record)
-    std::map<std::uint64_t, std::uint64_t> seen_data_ids_;  // peer -> its hello's data id
+    std::map<std::uint64_t, std::uint64_t> seen_data_ids_;  // peer -> its first hello's data id
     std::int64_t next_data_id_try_ = 0;
     bool removed_ = false;     // a committed membership left this node out: it stops soon
     mutable NodeClock clock_;  // every time the node reads goes through it (clock.h)

@@ -45,11 +45,16 @@ std::optional<std::string> Node::start_shell(const storage::Loaded& loaded,
     raft_io_ = std::make_unique<RaftIo>(io_, config_, raft_id_, *db_, [this] { return now_ms(); });
     raft_io_->set_data_ids(
         {data_id_,
+         // Until the leader records a member's data id in the membership, the first one
+         // its handshakes named since this node started stands in: a member wiped in its
+         // first seconds is refused too, unless every other member restarted meanwhile.
          [this](std::uint64_t peer) {
              auto it = known_members_.find(peer);
-             return it == known_members_.end() ? std::uint64_t(0) : it->second.data_id;
+             if (it != known_members_.end() && it->second.data_id != 0) return it->second.data_id;
+             auto seen = seen_data_ids_.find(peer);
+             return seen == seen_data_ids_.end() ? std::uint64_t(0) : seen->second;
          },
-         [this](std::uint64_t peer, std::uint64_t data) { seen_data_ids_[peer] = data; },
+         [this](std::uint64_t peer, std::uint64_t data) { seen_data_ids_.emplace(peer, data); },
          [this](std::uint64_t peer, std::uint64_t known) {
              spdlog::critical(
                  "member {} knows this node ({}, raft id {}) by data id {:#x}, but this data "
