@@ -9,6 +9,7 @@ packages=(
   libboost-dev libboost-system-dev
   libmsgpack-cxx-dev librocksdb-dev libspdlog-dev
   libssl-dev catch2 libtomlplusplus-dev libcli11-dev nlohmann-json3-dev
+  openssl  # scripts/make-certs.sh: the CA and certificates of a TLS cluster
   python3 faketime  # testing/chaos: the harness and checker, and clock jumps (libfaketime)
   clang-16 libclang-rt-16-dev  # the sanitizer and fuzz passes of scripts/test.sh, fuzz/run.sh
   llvm-16  # llvm-symbolizer-16: file and line in the sanitizer reports of clang builds
