@@ -102,7 +102,7 @@ def run(n, build, keys, workdir):
                     for o in members:
                         f.write(f'  {{ id = "{o["id"]}", peer = "127.0.0.1:{o["peer"]}", '
                                 f'client = "127.0.0.1:{o["client"]}" }},\n')
-                    f.write(f']\n[shard]\nname = "s{s}"\nmap_file = "shards.toml"\n'
+                    f.write(f']\n[tls]\npeers = "off"\n[shard]\nname = "s{s}"\nmap_file = "shards.toml"\n'
                             f'[storage]\nfsync = "never"\n')
                 p = start([f"{build}/cmd/dueqd/dueqd", "--config", conf], f"{workdir}/{m['id']}.log")
                 procs.append(p)

@@ -10,11 +10,13 @@
 #include <CLI/CLI.hpp>
 
 #include "client/client.h"
+#include "client/credentials.h"
 
 namespace dueq::dueqctl {
 
 struct Context {
     std::vector<std::string> addrs;
+    client::Credentials credentials;  // --token, --cacert, ... (checked before the action)
     std::string timeout = "5s";
     bool json = false;
     int64_t timeout_ms = 5000;  // parsed from `timeout` before the action runs
@@ -23,6 +25,8 @@ struct Context {
     std::function<int()> action;
 
     client::Client& client();  // created on first use from addrs/timeout
+    // Options for a client of `seeds` with the timeout and credentials given.
+    client::ClientOptions client_options(std::vector<std::string> seeds) const;
     client::CallOptions call_options() const;
 
 private:

@@ -2,6 +2,7 @@
 #include <cstdlib>
 #include <iostream>
 
+#include "../common/credential_flags.h"
 #include "client/payload.h"
 #include "client/time_spec.h"
 #include "context.h"
@@ -10,14 +11,18 @@
 namespace dueq::dueqctl {
 
 client::Client& Context::client() {
-    std::call_once(client_once_, [this] {
-        client::ClientOptions opts;
-        opts.seeds = addrs;
-        opts.call_timeout = std::chrono::milliseconds(timeout_ms);
-        opts.connect_timeout = std::chrono::milliseconds(std::min<int64_t>(timeout_ms, 2000));
-        client_ = std::make_unique<client::Client>(std::move(opts));
-    });
+    std::call_once(client_once_,
+                   [this] { client_ = std::make_unique<client::Client>(client_options(addrs)); });
     return *client_;
+}
+
+client::ClientOptions Context::client_options(std::vector<std::string> seeds) const {
+    client::ClientOptions opts;
+    opts.seeds = std::move(seeds);
+    opts.call_timeout = std::chrono::milliseconds(timeout_ms);
+    opts.connect_timeout = std::chrono::milliseconds(std::min<int64_t>(timeout_ms, 2000));
+    credentials.apply(opts);  // checked in main: cannot fail here
+    return opts;
 }
 
 client::CallOptions Context::call_options() const {
@@ -89,6 +94,7 @@ int main(int argc, char** argv) {
         ->capture_default_str()
         ->type_name("DURATION");
     app.add_flag("--json,-j", ctx.json, "Print one JSON document per command instead of text.");
+    dueq::cmd::add_credential_flags(app, ctx.credentials);
 
     add_op_commands(app, ctx);
     add_worker_command(app, ctx);
@@ -102,6 +108,10 @@ int main(int argc, char** argv) {
     }
     if (ctx.addrs.empty()) ctx.addrs.push_back("127.0.0.1:7700");
     if (!parse_duration_arg("--timeout", ctx.timeout, &ctx.timeout_ms)) return kExitUsage;
+    if (dueq::client::ClientOptions probe; !ctx.credentials.apply(probe).empty()) {
+        std::cerr << "dueqctl: " << ctx.credentials.apply(probe) << '\n';
+        return kExitUsage;
+    }
     if (!ctx.action) return kExitUsage;
     return ctx.action();
 }

@@ -10,9 +10,7 @@ namespace dueq::dueqctl {
 
 std::optional<Json> fetch_shard_map(Context& ctx, std::string* why) {
     for (const auto& address : ctx.addrs) {
-        client::ClientOptions opts;
-        opts.seeds = {address};
-        opts.call_timeout = std::chrono::milliseconds(ctx.timeout_ms);
+        client::ClientOptions opts = ctx.client_options({address});
         opts.max_redirects = 0;
         client::Client c(std::move(opts));
         auto r = c.call_raw("shards", shard::request_map("shards", 0)->get());

@@ -26,10 +26,7 @@ std::vector<NodeView> ask_all(const Context& ctx, const std::vector<std::string>
     std::vector<std::unique_ptr<client::Client>> clients;
     std::vector<std::future<client::Result<client::StatusResponse>>> answers;
     for (const auto& address : addrs) {
-        client::ClientOptions opts;
-        opts.seeds = {address};
-        opts.call_timeout = std::chrono::milliseconds(ctx.timeout_ms);
-        opts.connect_timeout = std::chrono::milliseconds(std::min<int64_t>(ctx.timeout_ms, 2000));
+        client::ClientOptions opts = ctx.client_options({address});
         opts.max_redirects = 0;
         clients.push_back(std::make_unique<client::Client>(std::move(opts)));
         answers.push_back(clients.back()->call_async(client::StatusRequest{}, ctx.call_options()));

@@ -161,15 +161,17 @@ class TestFlags {
 #endif
 
 // Runs the node until SIGINT or SIGTERM. SIGHUP rereads the shard map file ([shard]
-// map_file); a map the node cannot serve by is refused with a log line and the old one
-// stays. Connections are not touched.
+// map_file) and the TLS files ([tls]); a map the node cannot serve by, or files that do not
+// load, are refused with a log line and the old ones stay. Open connections are not
+// touched: new ones use the new certificates.
 int serve(boost::asio::io_context& io, dueq::node::Node& node) {
     boost::asio::signal_set reload(io, SIGHUP);
     std::function<void()> wait_for_hup = [&] {
         reload.async_wait([&](boost::system::error_code ec, int) {
             if (ec) return;
-            spdlog::info("SIGHUP: rereading the shard map");
+            spdlog::info("SIGHUP: rereading the shard map and the TLS files");
             node.reload_shard_map();
+            node.reload_tls();
             wait_for_hup();
         });
     };

@@ -82,6 +82,9 @@ members = [
   { id = "n3", peer = "127.0.0.1:$((pbase + 2))", client = "127.0.0.1:$((cbase + 2))" },
 ]
 
+[tls]
+peers = "off"
+
 [raft]
 heartbeat_ms = 100
 election_timeout_ms = 1000

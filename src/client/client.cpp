@@ -15,8 +15,11 @@
 #include <utility>  // before asio: Boost 1.74 uses std::exchange without it
 
 #include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
+#include <openssl/ssl.h>
 
 #include "client/codec.h"
+#include "net/tls.h"
 
 namespace dueq::client {
 
@@ -57,6 +60,8 @@ struct Conn {
         : socket(io), resolver(io), connect_timer(io), address(std::move(addr)) {}
     enum class State { connecting, open, closed };
     tcp::socket socket;
+    // TLS over `socket` (ClientOptions::tls), made once the TCP connect succeeds.
+    std::unique_ptr<asio::ssl::stream<tcp::socket&>> tls;
     tcp::resolver resolver;
     asio::steady_timer connect_timer;
     std::string address;
@@ -118,6 +123,19 @@ public:
             }
         }
         if (seeds_.empty() && config_error_.empty()) config_error_ = "no seed address given";
+        if (opts_.tls.enabled && config_error_.empty()) {
+            std::string error;
+            auto ctx = net::TlsContext::make(
+                net::TlsRole::client, {opts_.tls.ca_file, opts_.tls.cert_file, opts_.tls.key_file},
+                net::PeerCert::none, error);
+            if (!ctx) {
+                config_error_ = "TLS: " + error;
+            } else {
+                // Asio's context frees the SSL_CTX it wraps: it gets a reference of its own.
+                SSL_CTX_up_ref(ctx->native());
+                ssl_ctx_ = std::make_unique<asio::ssl::context>(ctx->native());
+            }
+        }
         thread_ = std::thread([this] { io_.run(); });
         io_thread_id_ = thread_.get_id();
     }
@@ -401,10 +419,24 @@ private:
     }
 
     void connected(const ConnPtr& conn) {
-        conn->state = Conn::State::open;
-        conn->connect_timer.cancel();
         boost::system::error_code ignored;
         conn->socket.set_option(tcp::no_delay(true), ignored);
+        if (ssl_ctx_ && !conn->tls) {
+            // The connect timer still runs: a server that never answers the handshake is a
+            // connect that timed out.
+            conn->tls = std::make_unique<asio::ssl::stream<tcp::socket&>>(conn->socket, *ssl_ctx_);
+            conn->tls->async_handshake(
+                asio::ssl::stream_base::client, [this, conn](const boost::system::error_code& ec) {
+                    if (conn->state != Conn::State::connecting) return;
+                    if (ec)
+                        return connect_failed(conn, "TLS handshake with " + conn->address +
+                                                        " failed: " + ec.message());
+                    connected(conn);
+                });
+            return;
+        }
+        conn->state = Conn::State::open;
+        conn->connect_timer.cancel();
         failures_in_round_ = 0;
         backoff_ = milliseconds(0);
         read_header(conn);
@@ -435,8 +467,7 @@ private:
             p->written_at = now;
         }
         conn->write_busy = true;
-        asio::async_write(conn->socket, buffers,
-                          [this, conn](const boost::system::error_code& ec, std::size_t) {
+        write_to(conn, buffers, [this, conn](const boost::system::error_code& ec, std::size_t) {
                               conn->write_busy = false;
                               conn->writing.clear();
                               if (conn->state != Conn::State::open) return;
@@ -445,9 +476,24 @@ private:
                           });
     }
 
+    template <class Buffers, class Handler>
+    void write_to(const ConnPtr& conn, const Buffers& buffers, Handler handler) {
+        if (conn->tls)
+            asio::async_write(*conn->tls, buffers, std::move(handler));
+        else
+            asio::async_write(conn->socket, buffers, std::move(handler));
+    }
+    template <class Buffers, class Handler>
+    void read_from(const ConnPtr& conn, const Buffers& buffers, Handler handler) {
+        if (conn->tls)
+            asio::async_read(*conn->tls, buffers, std::move(handler));
+        else
+            asio::async_read(conn->socket, buffers, std::move(handler));
+    }
+
     void read_header(const ConnPtr& conn) {
-        asio::async_read(conn->socket, asio::buffer(conn->header),
-                         [this, conn](const boost::system::error_code& ec, std::size_t) {
+        read_from(conn, asio::buffer(conn->header),
+                  [this, conn](const boost::system::error_code& ec, std::size_t) {
                              if (conn->state != Conn::State::open) return;
                              if (ec) return close_conn(conn, "read: " + ec.message());
                              const uint32_t len = read_frame_length(conn->header);
@@ -461,8 +507,8 @@ private:
     }
 
     void read_body(const ConnPtr& conn) {
-        asio::async_read(conn->socket, asio::buffer(conn->body),
-                         [this, conn](const boost::system::error_code& ec, std::size_t) {
+        read_from(conn, asio::buffer(conn->body),
+                  [this, conn](const boost::system::error_code& ec, std::size_t) {
                              if (conn->state != Conn::State::open) return;
                              if (ec) return close_conn(conn, "read: " + ec.message());
                              DecodeLimits limits;
@@ -556,6 +602,7 @@ private:
     }
 
     ClientOptions opts_;
+    std::unique_ptr<asio::ssl::context> ssl_ctx_;  // ClientOptions::tls, when enabled
     std::vector<std::string> seeds_;
     std::string config_error_;
     asio::io_context io_;

@@ -65,6 +65,14 @@
 
 namespace dueq::client {
 
+// TLS to the nodes (docs/security.md): the server's certificate must be signed by the CA
+// in ca_file; cert_file and key_file are this client's, for a node that requires client
+// certificates ([tls] clients = "mutual").
+struct ClientTls {
+    bool enabled = false;
+    std::string ca_file, cert_file, key_file;
+};
+
 struct ClientOptions {
     // "host:port" or "[v6addr]:port"; tried in order, then round robin.
     std::vector<std::string> seeds = {"127.0.0.1:7700"};
@@ -75,6 +83,7 @@ struct ClientOptions {
     std::optional<std::string> token;  // sent in the automatic hello
     // Responses larger than this close the connection (a server never sends one).
     std::size_t max_frame_bytes = limits::kMaxFrameBytes.dflt;
+    ClientTls tls;  // files that do not load make every call fail with bad_request
 };
 
 struct CallOptions {

@@ -24,8 +24,10 @@ std::string endpoint_string(const tcp::endpoint& ep) {
 
 }  // namespace
 
-PeerLink::PeerLink(tcp::socket socket, bool dialed, std::weak_ptr<PeerLinkOwner> owner)
+PeerLink::PeerLink(tcp::socket socket, bool dialed, std::weak_ptr<PeerLinkOwner> owner,
+                   std::shared_ptr<const TlsContext> tls)
     : socket_(std::move(socket)),
+      tls_(tls ? std::make_unique<TlsSession>(std::move(tls)) : nullptr),
       owner_(std::move(owner)),
       dialed_(dialed),
       in_(kInitialBuffer),
@@ -47,6 +49,7 @@ void PeerLink::connect(const tcp::endpoint& to) {
         boost::system::error_code ignored;
         self->socket_.set_option(tcp::no_delay(true), ignored);
         self->last_received_ = Clock::now();
+        if (self->tls_) self->tls_->start();  // the first flight goes out with the hello
         if (auto owner = self->owner_.lock())
             owner->on_link_connected(self);
         else
@@ -55,6 +58,7 @@ void PeerLink::connect(const tcp::endpoint& to) {
 }
 
 void PeerLink::start_reading() {
+    if (tls_ && tls_in_.empty()) tls_in_.resize(kInitialBuffer * 4);
     boost::system::error_code ec;
     socket_.non_blocking(true, ec);  // read_now's reads return would_block, never wait
     if (ec) return close("non-blocking: " + ec.message());
@@ -75,11 +79,17 @@ void PeerLink::read_now() {
         }
         const std::size_t room = in_.size() - in_len_;
         boost::system::error_code ec;
-        const std::size_t n = socket_.read_some(asio::buffer(in_.data() + in_len_, room), ec);
+        const auto into = tls_ ? asio::buffer(tls_in_) : asio::buffer(in_.data() + in_len_, room);
+        const std::size_t n = socket_.read_some(into, ec);
         if (ec == asio::error::would_block || ec == asio::error::try_again) break;
         if (ec) return close(ec == asio::error::eof ? "connection closed by peer" : ec.message());
-        in_len_ += n;
         last_received_ = Clock::now();
+        if (tls_) {
+            if (!feed_tls(n)) return;
+            if (n < tls_in_.size()) break;
+            continue;
+        }
+        in_len_ += n;
         consume();
         if (n < room) break;
     }
@@ -90,6 +100,40 @@ void PeerLink::read_now() {
                            if (ec) return self->close(ec.message());
                            self->read_now();
                        });
+}
+
+bool PeerLink::feed_tls(std::size_t n) {
+    if (!tls_checked_ && n > 0) {
+        tls_checked_ = true;
+        if (!looks_like_tls(static_cast<unsigned char>(tls_in_[0]))) {
+            close(dialed_ ? "the peer answered in plaintext, not TLS"
+                          : "plaintext on a TLS peer port");
+            return false;
+        }
+    }
+    tls_->feed(tls_in_.data(), n);
+    for (;;) {
+        if (in_len_ == in_.size()) {
+            const std::size_t want = std::min(in_.size() * 2, frame_limit_ + 4);
+            in_.resize(want > in_.size() ? want : in_.size() * 2);
+        }
+        const long got = tls_->read(in_.data() + in_len_, in_.size() - in_len_);
+        if (got < 0) {
+            close("TLS: " + tls_->error());
+            return false;
+        }
+        if (got == 0) break;
+        in_len_ += std::size_t(got);
+        consume();
+        if (!open_) return false;
+    }
+    // The handshake's answers go out now, frames or not.
+    if (tls_->has_output() && !writing_) write_more();
+    return open_;
+}
+
+std::vector<std::string> PeerLink::certificate_names() const {
+    return tls_ ? tls_->peer_names() : std::vector<std::string>{};
 }
 
 void PeerLink::consume() {
@@ -147,16 +191,26 @@ std::vector<std::string> PeerLink::take_unsent() {
 }
 
 void PeerLink::write_more() {
-    if (!open_ || out_queue_.empty()) {
+    if (!open_ || (out_queue_.empty() && !(tls_ && tls_->has_output()))) {
         writing_ = false;
         return;
     }
     writing_ = true;
     out_flight_.swap(out_queue_);  // out_flight_ was empty
     out_bufs_.clear();             // its capacity stays: no allocation per write
-    for (const auto& f : out_flight_) {
-        out_bufs_.emplace_back(asio::buffer(f.prefix));
-        if (!f.payload.empty()) out_bufs_.emplace_back(asio::buffer(f.payload));
+    if (tls_) {
+        for (const auto& f : out_flight_) {
+            tls_->write(reinterpret_cast<const char*>(f.prefix.data()), f.prefix.size());
+            tls_->write(f.payload.data(), f.payload.size());
+        }
+        tls_out_.clear();
+        tls_->take_output(tls_out_);
+        out_bufs_.emplace_back(asio::buffer(tls_out_));
+    } else {
+        for (const auto& f : out_flight_) {
+            out_bufs_.emplace_back(asio::buffer(f.prefix));
+            if (!f.payload.empty()) out_bufs_.emplace_back(asio::buffer(f.payload));
+        }
     }
     asio::async_write(socket_, BufferView{&out_bufs_},
                       [self = shared_from_this()](boost::system::error_code ec, std::size_t) {

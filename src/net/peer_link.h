@@ -19,6 +19,8 @@
 #include <string_view>
 #include <vector>
 
+#include "net/tls.h"
+
 namespace dueq::net {
 
 class PeerLink;
@@ -50,7 +52,10 @@ class PeerLink : public std::enable_shared_from_this<PeerLink> {
     };
 
     // `dialed`: the socket is fresh and connect() follows; otherwise it was accepted.
-    PeerLink(boost::asio::ip::tcp::socket socket, bool dialed, std::weak_ptr<PeerLinkOwner> owner);
+    // `tls`: the link runs TLS with this context (a client context when dialed, a server
+    // one when accepted); frames go through it both ways. Null: plaintext.
+    PeerLink(boost::asio::ip::tcp::socket socket, bool dialed, std::weak_ptr<PeerLinkOwner> owner,
+             std::shared_ptr<const TlsContext> tls = nullptr);
 
     void connect(const boost::asio::ip::tcp::endpoint& to);
     void start_reading();
@@ -72,6 +77,9 @@ class PeerLink : public std::enable_shared_from_this<PeerLink> {
     Clock::time_point last_received() const { return last_received_; }
     Clock::time_point last_sent() const { return last_sent_; }  // last frame queued
     const std::string& remote() const { return remote_; }       // "ip:port", for logs
+    bool tls() const { return tls_ != nullptr; }
+    // The names in the other side's verified certificate (none without TLS).
+    std::vector<std::string> certificate_names() const;
 
     // Owned by PeerMesh:
     State state = State::handshaking;
@@ -88,11 +96,17 @@ class PeerLink : public std::enable_shared_from_this<PeerLink> {
         std::string payload;
     };
     void read_now();
+    // TLS: ciphertext from the socket into the session, plaintext out of it into in_.
+    bool feed_tls(std::size_t n);
     void consume();
     void write_more();
     void on_written(boost::system::error_code ec);
 
     boost::asio::ip::tcp::socket socket_;
+    std::unique_ptr<TlsSession> tls_;
+    std::vector<char> tls_in_;
+    std::string tls_out_;  // ciphertext being written
+    bool tls_checked_ = false;  // the first byte read was looked at
     std::weak_ptr<PeerLinkOwner> owner_;
     bool dialed_;
     std::string remote_;

@@ -177,7 +177,8 @@ void MeshCore::on_accepted(tcp::socket socket) {
         spdlog::debug("peer mesh: too many connections still handshaking; refusing one");
         return;  // the socket closes here
     }
-    auto link = std::make_shared<PeerLink>(std::move(socket), false, weak_from_this());
+    auto link =
+        std::make_shared<PeerLink>(std::move(socket), false, weak_from_this(), tls_accept_);
     link->state = State::handshaking;
     link->deadline = Clock::now() + opts_.connect_timeout;
     links_.push_back(link);
@@ -185,7 +186,8 @@ void MeshCore::on_accepted(tcp::socket socket) {
 }
 
 void MeshCore::dial(Peer& peer) {
-    auto link = std::make_shared<PeerLink>(tcp::socket(io_), true, weak_from_this());
+    auto link =
+        std::make_shared<PeerLink>(tcp::socket(io_), true, weak_from_this(), tls_dial_);
     link->state = State::connecting;
     link->peer_id = peer.id;
     link->deadline = Clock::now() + opts_.connect_timeout;
@@ -290,6 +292,11 @@ std::uint16_t PeerMesh::port() const {
 bool PeerMesh::send(std::uint64_t to, std::string payload) {
     return core_->send(to, std::move(payload));
 }
+void PeerMesh::set_tls(std::shared_ptr<const TlsContext> accept,
+                       std::shared_ptr<const TlsContext> dial) {
+    core_->set_tls(std::move(accept), std::move(dial));
+}
+
 void PeerMesh::set_peers(const std::vector<PeerAddress>& peers, bool accept_strangers) {
     core_->set_peers(peers, accept_strangers);
 }

@@ -31,6 +31,8 @@
 #include <string_view>
 #include <vector>
 
+#include "net/tls.h"
+
 namespace dueq::net {
 
 struct PeerAddress {
@@ -62,6 +64,13 @@ struct MeshOptions {
     // A peer knows this node by another data id: this node's data dir is not the one that
     // member had. Called at most once a minute per peer.
     std::function<void(std::uint64_t peer, std::uint64_t known)> on_replaced;
+    // Mutual TLS on every link (docs/security.md): accepted links run `tls_accept` (a server
+    // context that requires a certificate of the cluster's CA), dialed ones `tls_dial`.
+    // Both null: plaintext. With TLS, a peer whose certificate does not name the member it
+    // claims to be (member_name; "" when this node does not know it yet, e.g. while it
+    // joins) is refused at its hello, before any other frame.
+    std::shared_ptr<const TlsContext> tls_accept, tls_dial;
+    std::function<std::string(std::uint64_t peer)> member_name;
     // Send an empty keep-alive frame if nothing else was queued for this long.
     std::chrono::milliseconds heartbeat{100};
     // Close a connection that received nothing for this long.
@@ -113,6 +122,9 @@ class PeerMesh {
     // replaces the option's. Throws std::runtime_error for an address that does not parse
     // (nothing changes then).
     void set_peers(const std::vector<PeerAddress>& peers, bool accept_strangers = false);
+    // New TLS contexts for links made from now on (a certificate reload); open ones keep
+    // theirs.
+    void set_tls(std::shared_ptr<const TlsContext> accept, std::shared_ptr<const TlsContext> dial);
     bool connected(std::uint64_t peer) const;
     // Unsent bytes to that peer, length prefixes included (for pacing snapshot streams).
     std::size_t queued_bytes(std::uint64_t peer) const;

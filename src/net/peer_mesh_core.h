@@ -31,7 +31,9 @@ class MeshCore final : public PeerLinkOwner, public std::enable_shared_from_this
           accept_retry_(io),
           tick_(io),
           rng_(std::random_device{}()),
-          incarnation_(rng_() | 1) {}
+          incarnation_(rng_() | 1),
+          tls_accept_(opts_.tls_accept),
+          tls_dial_(opts_.tls_dial) {}
 
     void start();
     void stop();
@@ -42,6 +44,10 @@ class MeshCore final : public PeerLinkOwner, public std::enable_shared_from_this
     }
     bool send(std::uint64_t to, std::string payload);
     void set_peers(const std::vector<PeerAddress>& peers, bool accept_strangers);
+    void set_tls(std::shared_ptr<const TlsContext> accept, std::shared_ptr<const TlsContext> dial) {
+        tls_accept_ = std::move(accept);
+        tls_dial_ = std::move(dial);
+    }
     bool connected(std::uint64_t peer) const {
         auto it = peers_.find(peer);
         return it != peers_.end() && it->second.active;
@@ -83,6 +89,7 @@ class MeshCore final : public PeerLinkOwner, public std::enable_shared_from_this
     void on_proof(const std::shared_ptr<PeerLink>& link, std::string_view payload);
     void refuse(const std::shared_ptr<PeerLink>& link, const std::string& why);
     std::string refusal(const PeerHello& hello, const PeerLink& link) const;
+    std::string certificate_refusal(const PeerHello& hello, const PeerLink& link) const;
     void establish(const std::shared_ptr<PeerLink>& link);
     bool prefer(const PeerLink& candidate, const PeerLink& current) const;
     void retire(const std::shared_ptr<PeerLink>& loser);
@@ -104,6 +111,7 @@ class MeshCore final : public PeerLinkOwner, public std::enable_shared_from_this
     std::vector<std::shared_ptr<PeerLink>> links_;  // every open link, in any state
     bool started_ = false, stopped_ = false;
     bool accept_strangers_ = false;
+    std::shared_ptr<const TlsContext> tls_accept_, tls_dial_;  // opts_' until set_tls
 };
 
 }  // namespace dueq::net

@@ -50,6 +50,16 @@ void MeshCore::on_link_frame(const std::shared_ptr<PeerLink>& link, std::string_
 void MeshCore::on_link_closed(const std::shared_ptr<PeerLink>& link, const std::string& reason) {
     std::erase(links_, link);
     if (stopped_) return;
+    // A TLS handshake that failed (a certificate of another CA, expired, or plaintext) is a
+    // refusal, said once a minute per address and reason, like the handshake's own.
+    if (link->tls() && (link->state == State::handshaking || link->state == State::connecting) &&
+        (reason.rfind("TLS", 0) == 0 || reason.find("plaintext") != std::string::npos)) {
+        const std::string address = link->remote().substr(0, link->remote().rfind(':'));
+        std::uint64_t suppressed = 0;
+        if (refusal_log_.allow("tls-" + address + "-" + reason, suppressed))
+            spdlog::warn("peer mesh: TLS {} {} failed: {}{}", link->dialed() ? "with" : "from",
+                         link->remote(), reason, LogLimiter::suppressed_note(suppressed));
+    }
     auto it = peers_.find(link->peer_id);
     if (it == peers_.end()) return;  // an inbound link that never said who it was
     Peer& peer = it->second;
@@ -87,6 +97,22 @@ void MeshCore::refuse(const std::shared_ptr<PeerLink>& link, const std::string& 
     link->close_when_sent("handshake refused");
 }
 
+// With TLS, the certificate must name the member the link is with: the one dialed, or the
+// one an accepted hello claims to be. The CA check already ran in the TLS handshake.
+std::string MeshCore::certificate_refusal(const PeerHello& h, const PeerLink& link) const {
+    if (!link.tls()) return "";
+    const std::uint64_t id = link.dialed() ? link.peer_id : h.sender;
+    const std::string name = opts_.member_name ? opts_.member_name(id) : "";
+    if (name.empty()) return "";  // not known here yet (joining): the CA and the secret decide
+    const auto names = link.certificate_names();
+    if (std::find(names.begin(), names.end(), name) != names.end()) return "";
+    std::string listed;
+    for (const auto& n : names)
+        listed += (listed.empty() ? "" : ", ") + printable(n);
+    return fmt::format("node {} is member '{}', but its certificate names {}", id, printable(name),
+                       listed.empty() ? std::string("nothing") : listed);
+}
+
 void MeshCore::on_hello(const std::shared_ptr<PeerLink>& link, std::string_view payload) {
     const auto decoded = decode_hello(payload);
     if (!decoded.hello) return refuse(link, decoded.error);
@@ -115,6 +141,7 @@ void MeshCore::on_hello(const std::shared_ptr<PeerLink>& link, std::string_view 
                                 "add that machine as a new member (docs/operations.md)",
                                 h.sender, h.data_id, known));
     }
+    if (auto why = certificate_refusal(h, *link); !why.empty()) return refuse(link, why);
     if (auto why = refusal(h, *link); !why.empty()) {
         return refuse(link, fmt::format("node {} to node {}, cluster '{}', fingerprint {:#x}; we "
                                         "are node {} of cluster '{}', fingerprint {:#x}: {}",

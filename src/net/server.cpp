@@ -41,8 +41,9 @@ struct ConnectionRegistry {
 };
 
 Connection::Connection(tcp::socket socket, const Limits& limits, FrameHandler on_frame,
-                       CloseHandler on_close)
+                       CloseHandler on_close, std::shared_ptr<const TlsContext> tls)
     : socket_(std::move(socket)),
+      tls_(tls ? std::make_unique<TlsSession>(std::move(tls)) : nullptr),
       limits_(limits),
       on_frame_(std::move(on_frame)),
       on_close_(std::move(on_close)),
@@ -85,6 +86,7 @@ void Connection::post_once(bool& posted, Body body) {
 // the buffer full gets a few reads, then waits its turn behind the other sockets and
 // timers.
 void Connection::read_now() {
+    if (tls_) return read_tls();
     for (int reads = 0; open_ && !closing_ && !paused_; ++reads) {
         if (reads == kReadsPerTurn) return read_later();
         // The buffer grows only once bytes have filled it: a declared frame length
@@ -187,7 +189,7 @@ void Connection::flush_later() {
 }
 
 void Connection::write_more() {
-    if (out_queue_.empty()) {
+    if (out_queue_.empty() && !(tls_ && tls_->has_output())) {
         writing_ = false;
         if (closing_) close();
         return;
@@ -196,8 +198,12 @@ void Connection::write_more() {
     out_flight_.swap(out_queue_);
     out_queue_.clear();
     out_bufs_.clear();  // its capacity stays: no allocation per write
-    for (const auto& f : out_flight_)
-        out_bufs_.emplace_back(asio::buffer(f));
+    if (tls_) {
+        encrypt_flight();
+    } else {
+        for (const auto& f : out_flight_)
+            out_bufs_.emplace_back(asio::buffer(f));
+    }
     boost::system::error_code ec;
     if (!write_now(socket_, out_bufs_, ec) || out_bufs_.empty()) return on_written(ec);
     asio::async_write(socket_, BufferView{&out_bufs_},
@@ -338,8 +344,8 @@ void Server::accept() {
                        "this address has max_connections_per_address " +
                            std::to_string(limits_.max_connections_per_address) + " open");
             } else {
-                auto conn =
-                    std::make_shared<Connection>(std::move(socket), limits_, on_frame_, on_close_);
+                auto conn = std::make_shared<Connection>(std::move(socket), limits_, on_frame_,
+                                                         on_close_, tls_);
                 conn->registry_ = registry_;
                 registry_->add(conn);
                 conn->start();

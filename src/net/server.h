@@ -26,6 +26,7 @@
 #include "net/limits.h"
 #include "net/log_limiter.h"
 #include "net/readable_set.h"
+#include "net/tls.h"
 
 namespace dueq::net {
 
@@ -37,8 +38,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
     using FrameHandler = std::function<void(const std::shared_ptr<Connection>&, std::string_view)>;
     using CloseHandler = std::function<void(const std::shared_ptr<Connection>&)>;
 
+    // `tls`: the server's TLS context (null: plaintext); the connection keeps it.
     Connection(boost::asio::ip::tcp::socket socket, const Limits& limits, FrameHandler on_frame,
-               CloseHandler on_close);
+               CloseHandler on_close, std::shared_ptr<const TlsContext> tls = nullptr);
     void start();
     // Queues one complete frame (length prefix included). Every frame sent answers one
     // request read from this connection. Frames queued while a write is in flight go out
@@ -56,6 +58,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     bool authorized = false;    // said hello with the right token (when one is configured)
     std::string peer;           // "ip:port", for logs
     std::string address;        // the peer's IP address, for the per-address cap
+    // The names in the client's verified TLS certificate (none without one).
+    std::vector<std::string> certificate_names() const;
 
   private:
     friend class Server;
@@ -69,8 +73,18 @@ class Connection : public std::enable_shared_from_this<Connection> {
     void flush_later();
     void write_more();
     void on_written(boost::system::error_code ec);
+    // TLS (server_tls.cpp): reads ciphertext, hands on the plaintext frames; encrypts the
+    // flight about to be written.
+    void read_tls();
+    bool drain_tls();
+    void refuse_plaintext();
+    void encrypt_flight();
 
     boost::asio::ip::tcp::socket socket_;
+    std::unique_ptr<TlsSession> tls_;
+    std::vector<char> tls_in_;  // ciphertext read from the socket
+    std::string tls_out_;       // ciphertext being written
+    bool tls_checked_ = false;  // the first byte was looked at
     const Limits& limits_;
     FrameHandler on_frame_;
     CloseHandler on_close_;
@@ -99,6 +113,9 @@ class Server {
     // Stops accepting and closes every connection (the close handler runs for each).
     void stop();
     std::size_t connections() const;
+    // TLS for connections accepted from now on (null: plaintext). Open ones keep theirs.
+    void set_tls(std::shared_ptr<const TlsContext> tls) { tls_ = std::move(tls); }
+    const std::shared_ptr<const TlsContext>& tls() const { return tls_; }
 
   private:
     void accept();
@@ -115,6 +132,7 @@ class Server {
     Connection::CloseHandler on_close_;
     std::shared_ptr<ConnectionRegistry> registry_;
     ReadableSet readable_;
+    std::shared_ptr<const TlsContext> tls_;
     LogLimiter refusal_log_{std::chrono::minutes(1)};
     bool stopped_ = false;
 };

@@ -145,7 +145,11 @@ void TlsSession::start() {
     if (!failed_ && !established_) handshake();
 }
 
+// OpenSSL's error queue is per thread and SSL_get_error reads it: whatever another session
+// left there would make this one's "want more input" look like a failure. So every call
+// starts with an empty queue, and every failure empties it.
 bool TlsSession::handshake() {
+    ERR_clear_error();
     const int r = SSL_do_handshake(ssl_);
     if (r == 1) {
         established_ = true;
@@ -155,9 +159,10 @@ bool TlsSession::handshake() {
     const int e = SSL_get_error(ssl_, r);
     if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) return false;
     const long verify = SSL_get_verify_result(ssl_);
+    const std::string reason = openssl_error("the other side is not speaking TLS");
     fail(verify != X509_V_OK
              ? std::string("certificate refused: ") + X509_verify_cert_error_string(verify)
-             : "TLS handshake failed: " + openssl_error("the other side is not speaking TLS"));
+             : "TLS handshake failed: " + reason);
     return false;
 }
 
@@ -172,12 +177,13 @@ long TlsSession::read(char* out, std::size_t room) {
     if (failed_) return -1;
     if (!established_ && !handshake()) return failed_ ? -1 : 0;
     if (room == 0) return 0;
+    ERR_clear_error();
     const int r = SSL_read(ssl_, out, int(std::min<std::size_t>(room, 1u << 30)));
     if (r > 0) return r;
     const int e = SSL_get_error(ssl_, r);
     if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) return 0;
     fail(e == SSL_ERROR_ZERO_RETURN ? "the other side closed the TLS session"
-                                    : "TLS: " + openssl_error("read failed"));
+                                    : openssl_error("read failed"));
     return -1;
 }
 
@@ -190,8 +196,9 @@ void TlsSession::write(const char* data, std::size_t n) {
     }
     // A memory BIO takes everything: SSL_write completes whole.
     while (n > 0) {
+        ERR_clear_error();
         const int r = SSL_write(ssl_, data, int(std::min<std::size_t>(n, 1u << 30)));
-        if (r <= 0) return fail("TLS: " + openssl_error("write failed"));
+        if (r <= 0) return fail(openssl_error("write failed"));
         data += r;
         n -= std::size_t(r);
     }

@@ -350,6 +350,40 @@ void parse_queues(const toml::node& q, Config& c, const std::string& source) {
     }
 }
 
+// Peer links are TLS unless the file says otherwise, in so many words: the tokens in every
+// replicated entry cross the network between datacenters.
+void parse_tls(const toml::table& t, Config& c, const std::string& source) {
+    check_keys(t, "tls", {"ca_file", "cert_file", "key_file", "peers", "clients"}, source);
+    TlsConfig& tls = c.tls;
+    tls.ca_file = get_str(t, "ca_file", "", "tls", source);
+    tls.cert_file = get_str(t, "cert_file", "", "tls", source);
+    tls.key_file = get_str(t, "key_file", "", "tls", source);
+    const bool files = !tls.ca_file.empty() || !tls.cert_file.empty() || !tls.key_file.empty();
+    tls.peers = get_str(t, "peers", files ? "mutual" : "", "tls", source);
+    tls.clients = get_str(t, "clients", "off", "tls", source);
+    if (tls.peers != "" && tls.peers != "mutual" && tls.peers != "off")
+        fail(source, "[tls] peers must be \"mutual\" or \"off\", not \"" + tls.peers + "\"");
+    if (tls.clients != "off" && tls.clients != "on" && tls.clients != "mutual")
+        fail(source,
+             "[tls] clients must be \"off\", \"on\" or \"mutual\", not \"" + tls.clients + "\"");
+    const bool clustered = c.members.size() > 1;
+    if (clustered && tls.peers.empty())
+        fail(source,
+             "peer links would be plaintext: give [tls] ca_file, cert_file and key_file (mutual "
+             "TLS between members, docs/security.md), or say [tls] peers = \"off\" (loopback "
+             "development only)");
+    const bool need_files = (clustered && tls.peer_tls()) || tls.client_tls();
+    if (need_files && (tls.cert_file.empty() || tls.key_file.empty()))
+        fail(source, "[tls] needs cert_file and key_file for TLS on " +
+                         std::string(tls.client_tls() ? "the client listener" : "peer links"));
+    if (need_files && (tls.peer_tls() || tls.clients == "mutual") && tls.ca_file.empty())
+        fail(source, "[tls] needs ca_file to verify the other side's certificates");
+    if (clustered && tls.peers == "off")
+        c.warnings.push_back(
+            "[tls] peers = \"off\": peer links are plaintext, and every replicated entry (tokens "
+            "included) crosses the network in clear; for loopback development only");
+}
+
 }  // namespace
 
 Config parse_config(const std::string& text, const std::string& source) {
@@ -364,7 +398,7 @@ Config parse_config(const std::string& text, const std::string& source) {
     }
     check_keys(root, "top level",
                {"node", "cluster", "raft", "storage", "sessions", "limits", "queues", "log",
-                "admin", "shard"},
+                "admin", "shard", "tls"},
                source);
     Config c;
     const auto& node = section_of(root, "node", source);
@@ -376,6 +410,7 @@ Config parse_config(const std::string& text, const std::string& source) {
     parse_small_sections(root, c, source);
     parse_limits(section_of(root, "limits", source), c, source);
     if (auto q = root.get("queues")) parse_queues(*q, c, source);
+    parse_tls(section_of(root, "tls", source), c, source);
     return c;
 }
 
@@ -410,11 +445,15 @@ Config load_config_file(const std::string& path) {
         if (secret.is_relative()) secret = std::filesystem::path(path).parent_path() / secret;
         c.cluster_secret = read_secret_file(secret.string());
     }
-    if (!c.shard_map_file.empty()) {
-        std::filesystem::path map(c.shard_map_file);
-        if (map.is_relative())
-            c.shard_map_file = (std::filesystem::path(path).parent_path() / map).string();
-    }
+    auto resolve = [&](std::string& file) {
+        if (file.empty()) return;
+        std::filesystem::path p(file);
+        if (p.is_relative()) file = (std::filesystem::path(path).parent_path() / p).string();
+    };
+    resolve(c.shard_map_file);
+    resolve(c.tls.ca_file);
+    resolve(c.tls.cert_file);
+    resolve(c.tls.key_file);
     return c;
 }
 

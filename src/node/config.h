@@ -42,6 +42,18 @@ struct RaftTimings {
     std::uint32_t autonomy_after_ms = 3000;
 };
 
+// [tls] (docs/security.md). File paths as written in the file; load_config_file makes
+// relative ones relative to the config file.
+struct TlsConfig {
+    std::string ca_file;    // the cluster's CA: verifies peers and client certificates
+    std::string cert_file;  // this node's certificate; it must name the node's [node] id
+    std::string key_file;
+    std::string peers;            // "mutual" | "off" (plaintext, said explicitly)
+    std::string clients = "off";  // "off" | "on" | "mutual" (client certificates required)
+    bool peer_tls() const { return peers == "mutual"; }
+    bool client_tls() const { return clients != "off"; }
+};
+
 struct Config {
     std::string node_id = "n1";
     std::string client_listen = "127.0.0.1:7700";
@@ -78,6 +90,7 @@ struct Config {
     std::string log_format = "text";    // [log] format: "text" | "json"
     std::uint32_t slow_fsync_ms = 200;  // [log] a synced write slower than this is logged
     std::string admin_listen;           // [admin] listen: host:port of HTTP admin; empty: off
+    TlsConfig tls;
     // [shard] (docs/sharding.md): the shard this node's Raft group serves, and the shard
     // map file (relative paths are relative to the config file; load_config_file resolves
     // it). Both empty: not sharded, the node serves every key.

@@ -52,6 +52,7 @@ std::optional<std::string> Node::start() {
     auto ms_between = [](Clock::time_point from, Clock::time_point to) {
         return std::chrono::duration_cast<std::chrono::milliseconds>(to - from).count();
     };
+    if (auto err = load_node_tls(config_, tls_); !err.empty()) return err;
     admin_ = std::make_unique<NodeAdmin>(*this);
     if (auto err = admin_->start()) return err;
     if (auto err = start_sharding()) return err;
@@ -100,7 +101,13 @@ std::optional<std::string> Node::start() {
     } catch (const std::exception& e) {
         return "cannot listen on " + config_.client_listen + ": " + e.what();
     }
-    spdlog::info("node {} serving clients on {} (fsync {})", config_.node_id, config_.client_listen,
+    server_->set_tls(tls_.clients);
+    spdlog::info("node {} serving clients on {} ({}, fsync {})", config_.node_id,
+                 config_.client_listen,
+                 tls_.clients ? "TLS" + std::string(config_.tls.clients == "mutual"
+                                                        ? " with client certificates"
+                                                        : "")
+                              : std::string("plaintext"),
                  config_.fsync ? "always" : "never");
     loading_ = false;
     arm_timer();

@@ -33,6 +33,7 @@
 #include "node/members.h"
 #include "node/node_admin.h"
 #include "node/node_metrics.h"
+#include "node/node_tls.h"
 #include "node/planted_defects.h"
 #include "node/raft_io.h"
 #include "node/replies.h"
@@ -75,6 +76,11 @@ class Node {
     // Rereads the shard map file (SIGHUP, the admin call). Returns "" when the new map is in
     // use, else why it was refused (the old map stays).
     std::string reload_shard_map();
+    // Rereads the [tls] files (SIGHUP): connections made from now on use them; open ones
+    // keep theirs. Returns "" or why the old ones stay.
+    std::string reload_tls();
+    // This node's certificate's notAfter in ms since the epoch; 0 without TLS.
+    std::int64_t tls_not_after_ms() const { return tls_.not_after_ms(); }
 
     // For tests and tools: numbers the node has reached.
     std::uint64_t applied_index() const { return shell_ ? shell_->applied().index : 0; }
@@ -195,6 +201,7 @@ class Node {
     std::unique_ptr<NodeAdmin> admin_;
     // Always set once started: a node without [shard] routes by a map of one shard.
     std::unique_ptr<shard::Router> router_;
+    NodeTls tls_;
     std::size_t own_shard_ = 0;
 };
 

@@ -64,6 +64,12 @@ std::optional<std::string> Node::start_shell(const storage::Loaded& loaded,
                  "new member with an empty data dir (dueqd --join; docs/operations.md).",
                  member_name(peer), config_.node_id, raft_id_, known, data_id_, config_.node_id);
          }});
+    raft_io_->set_peer_tls({tls_.peer_accept, tls_.peer_dial, [this](std::uint64_t peer) {
+                                auto known = known_members_.find(peer);
+                                if (known != known_members_.end()) return known->second.name;
+                                const MemberEntry* m = members_.by_id(peer);
+                                return m ? m->name : std::string();
+                            }});
     shell::Hooks hooks;
     hooks.schedule = [this] { schedule_ready(); };
     hooks.applied = [this](bool wrote) {
@@ -259,6 +265,7 @@ std::optional<std::string> Node::start_sharding() {
     }
     own_shard_ = *map.find(own);
     shard::RouterOptions options;
+    options.tls = forwarding_tls(config_);
     if (!config_.auth_token.empty()) options.token = config_.auth_token;
     // The other shard answers a write within its proposal timeout (3 s by default); a
     // little more covers the hop, and stays within a client's usual 5 s.

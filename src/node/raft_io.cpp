@@ -130,6 +130,12 @@ std::optional<std::string> RaftIo::start(shell::RaftShell& shell, const MemberDi
     mo.known_data_id = data_ids_.known;
     mo.on_peer_data = data_ids_.seen;
     mo.on_replaced = data_ids_.replaced;
+    mo.tls_accept = peer_tls_.accept;
+    mo.tls_dial = peer_tls_.dial;
+    mo.member_name = peer_tls_.member_name;
+    if (!mo.tls_accept)
+        spdlog::warn("peer links are plaintext ([tls] peers = \"off\"): replicated entries, tokens "
+                     "included, cross the network in clear");
     mo.heartbeat = std::chrono::milliseconds(config_.raft.heartbeat_ms);
     mo.dead_after = std::chrono::milliseconds(config_.raft.election_timeout_ms);
     mo.max_frame_bytes = config_.limits.max_frame_bytes * 4 + (8u << 20);
@@ -172,6 +178,12 @@ std::uint64_t RaftIo::write_applied(storage::AppliedState s) {
 
 std::uint64_t RaftIo::write_overlay(storage::OverlayWrite w) {
     return writer_->submit(std::move(w));
+}
+
+void RaftIo::set_peer_tls(PeerTls tls) {
+    if (!tls.member_name) tls.member_name = std::move(peer_tls_.member_name);
+    peer_tls_ = std::move(tls);
+    if (mesh_) mesh_->set_tls(peer_tls_.accept, peer_tls_.dial);
 }
 
 void RaftIo::send_merges(raft::NodeId leader, const std::vector<queue::Merge>& merges) {

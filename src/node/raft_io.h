@@ -55,6 +55,14 @@ class RaftIo final : public shell::Storage, public shell::Transport, public Over
         std::function<void(std::uint64_t peer, std::uint64_t known)> replaced;
     };
     void set_data_ids(DataIds ids) { data_ids_ = std::move(ids); }
+    // Mutual TLS on peer links (net::MeshOptions): the contexts, and a member's name by its
+    // Raft id ("" when unknown) for the certificate check. Before start; later calls give
+    // new links new contexts (a certificate reload).
+    struct PeerTls {
+        std::shared_ptr<const net::TlsContext> accept, dial;
+        std::function<std::string(std::uint64_t peer)> member_name;
+    };
+    void set_peer_tls(PeerTls tls);
     // The membership changed: the mesh's peers are now `members` (the membership in force,
     // the committed one, and removed members the leader still tells). Returns why not.
     std::string set_members(const MemberDirectory& members, std::uint64_t leader);
@@ -121,6 +129,7 @@ class RaftIo final : public shell::Storage, public shell::Transport, public Over
     std::shared_ptr<const storage::Checkpoint> checkpoint_;
     std::uint64_t dropped_ = 0;
     DataIds data_ids_;
+    PeerTls peer_tls_;
     // By Raft id: the members', and those of strangers that proved the secret (a joining
     // node), so as many as the directory's ids.
     std::unordered_map<std::uint64_t, PeerSeen> seen_;

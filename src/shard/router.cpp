@@ -98,6 +98,7 @@ client::Client& Router::client_for(std::size_t shard) {
             o.seeds.push_back(m.client);
         o.call_timeout = options_.call_timeout;
         o.token = options_.token;
+        o.tls = options_.tls;
         c = std::make_unique<client::Client>(std::move(o));
     }
     return *c;

@@ -31,6 +31,7 @@ struct RouterOptions {
     std::chrono::milliseconds call_timeout{10'000};
     // How often to ask every other shard for the map it knows (start_discovery).
     std::chrono::milliseconds discovery_every{2'000};
+    client::ClientTls tls;  // how the shards' client listeners are reached
 };
 
 class Router {

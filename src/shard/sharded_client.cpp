@@ -30,9 +30,7 @@ const msgpack::object_array& array_of(const msgpack::object& o) {
 Shard shard_from_answer(const msgpack::object& s, std::uint16_t i, ShardMap& map) {
     Shard out;
     out.name = bytes_of(&required(s, wire::field::name));
-    // Absent from an answerer that predates membership changes: its list is the file's.
-    if (const auto* index = field(s, wire::field::membership_index))
-        out.membership_index = index->as<std::uint64_t>();
+    out.membership_index = required(s, wire::field::membership_index).as<std::uint64_t>();
     for (const auto& m : std::span(array_of(required(s, wire::field::members)).ptr,
                                    array_of(required(s, wire::field::members)).size))
         out.members.push_back(

@@ -12,6 +12,7 @@
 #include <optional>
 #include <thread>
 
+#include "../../cmd/common/credential_flags.h"
 #include "client/client.h"
 #include "history.h"
 #include "shard/shard_map.h"
@@ -33,8 +34,12 @@ std::vector<NodeAddress> parse_nodes(const std::vector<std::string>& specs) {
     return out;
 }
 
+// The credential flags, for every subcommand's clients.
+client::Credentials credentials;
+
 std::unique_ptr<client::Client> direct(const NodeAddress& n, std::int64_t timeout_ms) {
     client::ClientOptions co;
+    credentials.apply(co);
     co.seeds = {n.address};
     co.call_timeout = std::chrono::milliseconds(timeout_ms);
     co.connect_timeout = std::chrono::milliseconds(timeout_ms);
@@ -119,9 +124,11 @@ int main(int argc, char** argv) {
                  "on every node to --history");
     auto* st = app.add_subcommand("status", "print one JSON line per node");
     int wait_s = 60;
-    for (auto* sc : {run, fin, st})
+    for (auto* sc : {run, fin, st}) {
         sc->add_option("--node", node_specs, "ID=HOST:PORT of a node's client listener (repeat)")
             ->required();
+        cmd::add_credential_flags(*sc, credentials);
+    }
     for (auto* sc : {run, fin}) {
         sc->add_option("--history", history_path, "JSON-lines history file (appended)")
             ->required();
@@ -165,6 +172,11 @@ int main(int argc, char** argv) {
     fin->add_option("--shard", shard, "the shard whose nodes --node names")->needs(map_opt);
     map_opt->needs("--shard");
     CLI11_PARSE(app, argc, argv);
+    if (client::ClientOptions probe; !credentials.apply(probe).empty()) {
+        std::cerr << "dueq-chaos-workload: " << credentials.apply(probe) << "\n";
+        return 2;
+    }
+    o.credentials = credentials;
 
     std::vector<NodeAddress> nodes;
     try {

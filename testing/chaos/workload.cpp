@@ -32,6 +32,7 @@ std::unique_ptr<Client> connect(const WorkloadOptions& o, const NodeAddress& nod
     co.seeds = {node.address};
     co.call_timeout = std::chrono::milliseconds(o.call_timeout_ms);
     co.connect_timeout = std::chrono::milliseconds(500);
+    o.credentials.apply(co);
     return std::make_unique<Client>(co);
 }
 
@@ -82,6 +83,7 @@ class Router {
         co.call_timeout = std::chrono::milliseconds(o_.call_timeout_ms);
         co.connect_timeout = std::chrono::milliseconds(500);
         co.max_redirects = 0;
+        o_.credentials.apply(co);
         return std::make_unique<Client>(co);
     }
     const WorkloadOptions& o_;

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "client/credentials.h"
 #include "history.h"
 
 namespace dueq::chaos {
@@ -22,6 +23,7 @@ struct NodeAddress {
 
 struct WorkloadOptions {
     std::vector<NodeAddress> nodes;
+    client::Credentials credentials;  // --token, --cacert, ... (cmd/common/credential_flags.h)
     std::string queue = "tokens";
     int keys = 200;
     int seconds = 30;

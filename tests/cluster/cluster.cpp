@@ -160,7 +160,8 @@ std::string Cluster::config_text(int i) const {
             c << "  { id = \"" << m.id << "\", peer = \"127.0.0.1:" << m.peer_port
               << "\", client = \"127.0.0.1:" << m.client_port << "\" },\n";
         }
-        c << "]\n\n[raft]\n"
+        // Loopback tests: peer links in clear, said explicitly (docs/security.md).
+        c << "]\n\n[tls]\npeers = \"off\"\n\n[raft]\n"
           << "tick_ms = " << options_.tick_ms << "\n"
           << "heartbeat_ms = " << options_.heartbeat_ms << "\n"
           << "election_timeout_ms = " << options_.election_timeout_ms << "\n"

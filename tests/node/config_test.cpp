@@ -56,7 +56,7 @@ TEST_CASE("[node] dial overrides where this node dials a member, and is checked"
         "[cluster]\nmembers = [\n"
         "  { id = \"n1\", peer = \"127.0.0.1:7801\", client = \"127.0.0.1:7701\" },\n"
         "  { id = \"n2\", peer = \"127.0.0.1:7802\", client = \"127.0.0.1:7702\" },\n"
-        "]\n";
+        "]\n[tls]\npeers = \"off\"\n";
     auto c =
         parse_config("[node]\nid = \"n1\"\ndial = { n2 = \"127.0.0.1:17812\" }\n" + cluster, "t");
     CHECK(c.dial.at("n2") == "127.0.0.1:17812");
@@ -147,6 +147,8 @@ members = [
   { id = "n1", peer = "127.0.0.1:1", client = "127.0.0.1:2", admin = "127.0.0.1:3" },
   { id = "n2", peer = "127.0.0.1:4", client = "127.0.0.1:5" },
 ]
+[tls]
+peers = "off"
 [admin]
 listen = "127.0.0.1:3"
 [log]
@@ -166,4 +168,37 @@ slow_fsync_ms = 0
     CHECK(error_of("[log]\nformat = \"xml\"\n").find("[log] format") != std::string::npos);
     CHECK(error_of("[admin]\nport = 1\n").find("port") != std::string::npos);
     CHECK(error_of("[log]\nslow_fsync_ms = -1\n").find("slow_fsync_ms") != std::string::npos);
+}
+
+TEST_CASE("[tls]: peer links are TLS unless the file says \"off\", and the files are checked") {
+    const std::string cluster =
+        "[node]\nid = \"n1\"\n[cluster]\nmembers = [\n"
+        "  { id = \"n1\", peer = \"127.0.0.1:7801\", client = \"127.0.0.1:7701\" },\n"
+        "  { id = \"n2\", peer = \"127.0.0.1:7802\", client = \"127.0.0.1:7702\" },\n"
+        "]\n";
+    // A cluster that says nothing about TLS is refused: its links would be plaintext.
+    CHECK(error_of(cluster).find("peer links would be plaintext") != std::string::npos);
+    auto off = parse_config(cluster + "[tls]\npeers = \"off\"\n", "t");
+    CHECK_FALSE(off.tls.peer_tls());
+    CHECK_FALSE(off.tls.client_tls());
+    REQUIRE(off.warnings.size() == 1);
+    CHECK(off.warnings[0].find("plaintext") != std::string::npos);
+    // Files given: mutual by default.
+    auto on = parse_config(
+        cluster + "[tls]\nca_file = \"ca.pem\"\ncert_file = \"n1.pem\"\nkey_file = \"n1.key\"\n"
+                  "clients = \"mutual\"\n",
+        "t");
+    CHECK(on.tls.peer_tls());
+    CHECK(on.tls.clients == "mutual");
+    CHECK(on.warnings.empty());
+    CHECK(error_of(cluster + "[tls]\ncert_file = \"n1.pem\"\nkey_file = \"n1.key\"\n")
+              .find("needs ca_file") != std::string::npos);
+    CHECK(error_of(cluster + "[tls]\nca_file = \"ca.pem\"\n").find("cert_file and key_file") !=
+          std::string::npos);
+    CHECK(error_of(cluster + "[tls]\npeers = \"maybe\"\n").find("[tls] peers") != std::string::npos);
+    CHECK(error_of("[tls]\nclients = \"yes\"\n").find("[tls] clients") != std::string::npos);
+    CHECK(error_of("[tls]\nclients = \"on\"\n").find("cert_file and key_file") !=
+          std::string::npos);
+    // A standalone node has no peer links: nothing to say.
+    CHECK(parse_config("[node]\nid = \"n1\"\n", "t").tls.peers.empty());
 }

@@ -28,7 +28,7 @@ std::string write_config(const std::filesystem::path& dir, const std::string& na
                         << "data_dir = \"" << data.string() << "\"\n\n[cluster]\nid = \"mr\"\n"
                         << "secret_file = \"" << (dir / "secret").string() << "\"\n"
                         << "members = [\n"
-                        << members << "]\n";
+                        << members << "]\n[tls]\npeers = \"off\"\n";
     return path.string();
 }
 

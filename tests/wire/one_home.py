@@ -21,7 +21,7 @@ OTHER_CONTRACTS = {
     "node/config.cpp": ("TOML keys of a node's config file (docs/config.md)",
                         {"lead_ms", "ttr_ms", "max_attempts", "retention_ms", "late_share",
                          "autonomous", "id", "peer", "queues", "client", "token", "name", "shard",
-                         "members", "admin"}),
+                         "members", "admin", "peers"}),
     "node/members.cpp": ("JSON of the member directory kept in the Raft log (node/members.h)",
                          {"id", "name", "peer", "client", "admin", "members"}),
     "shard/shard_map.cpp": ("TOML keys of the shard map file (docs/sharding.md)",
