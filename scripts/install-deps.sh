@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages dueq builds and tests with. Safe to run again:
-# it only calls apt-get when something is missing.
+# Installs the Debian 12 packages dueq builds and runs with; with --test, also those only
+# the tests use (scripts/test.sh). Safe to run again: it only calls apt-get when something
+# is missing.
 set -euo pipefail
 
 packages=(
@@ -10,11 +11,16 @@ packages=(
   libmsgpack-cxx-dev librocksdb-dev libspdlog-dev
   libssl-dev catch2 libtomlplusplus-dev libcli11-dev nlohmann-json3-dev
   openssl  # scripts/make-certs.sh: the CA and certificates of a TLS cluster
-  python3 faketime  # testing/chaos: the harness and checker, and clock jumps (libfaketime)
+  python3  # CMake configures the Python tests along with the rest
+)
+test_packages=(
+  faketime  # testing/chaos: the harness and checker, and clock jumps (libfaketime)
   clang-16 libclang-rt-16-dev  # the sanitizer and fuzz passes of scripts/test.sh, fuzz/run.sh
   llvm-16  # llvm-symbolizer-16: file and line in the sanitizer reports of clang builds
   prometheus chromium  # tests/admin: a real Prometheus scrapes /metrics, headless Chromium renders /
+  tcpdump  # tests/cluster/tls_wire.py: what crosses the wire with TLS on and off
 )
+[ "${1:-}" = "--test" ] && packages+=("${test_packages[@]}")
 
 missing=()
 for p in "${packages[@]}"; do

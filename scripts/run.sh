@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job: installs what is missing, builds, starts a three-node dueq cluster on
 # loopback (config/cluster-loopback/n1..n3.toml: clients on 127.0.0.1:7701-7703, data in
-# ./data/n1..n3, logs in ./data/logs) and runs the refresh demo against it: a few hundred
+# ./data/n1..n3, logs in ./data/logs; TLS on every link with a CA and certificates made in
+# ./data/tls on the first run) and runs the refresh demo against it: a few hundred
 # OAuth-like tokens, some already late, refreshed by a worker that takes each one shortly
 # before it expires and acks it with a new token and a new expiry. The worker knows all
 # three nodes; its takes and acks go to whichever is the leader.
@@ -21,6 +22,9 @@ tokens=${DEMO_TOKENS:-300}
 seconds=${DEMO_SECONDS:-0}
 logs=data/logs
 mkdir -p "$logs"
+# The demo's own CA and node certificates (docs/security.md); the tools find the CA here.
+[ -f data/tls/n3.pem ] || bash scripts/make-certs.sh data/tls n1 n2 n3
+export DUEQ_CACERT=data/tls/ca.pem
 
 pids=()
 cleanup() {
@@ -55,7 +59,7 @@ for i in $(seq 1 "$tokens"); do
 done
 ctl status
 ctl stats tokens
-echo "demo: from another terminal: export DUEQ_ADDR=$addrs; $bin/cmd/dueqctl/dueqctl status"
+echo "demo: from another terminal: export DUEQ_ADDR=$addrs DUEQ_CACERT=$PWD/data/tls/ca.pem; $bin/cmd/dueqctl/dueqctl status"
 echo "demo: the dashboard: http://127.0.0.1:7901/ (also 7902, 7903; /metrics, /health, /status; docs/admin.md)"
 
 echo "demo: starting the refresher (builtin refresh: new token, expiry = now + 90s)"

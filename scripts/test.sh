@@ -12,7 +12,7 @@
 #   DUEQ_FUZZ_TESTS=0 scripts/test.sh       skip the fuzz pass (long runs: fuzz/run.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install-deps.sh
+bash scripts/install-deps.sh --test
 bash scripts/build.sh
 (cd "${BUILD_DIR:-build}" && ctest --output-on-failure --timeout 900 "$@")
 if [ "${DUEQ_SANITIZE_TESTS:-1}" = 1 ]; then

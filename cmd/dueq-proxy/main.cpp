@@ -10,12 +10,14 @@
 #include <sstream>
 #include <string>
 
+#include "../common/credential_flags.h"
 #include "shard/proxy.h"
 
 namespace {
 
 struct Flags {
     dueq::shard::ProxyOptions proxy;
+    dueq::client::Credentials upstream;  // --cacert, --cert, --key: TLS to the shards
     std::string token_file, log_level = "info";
     std::int64_t grace_ms = 5000, call_timeout_ms = 4000, sweep_timeout_ms = 1000;
 };
@@ -47,6 +49,15 @@ void add_options(CLI::App& app, Flags& f) {
         ->check(CLI::Range(10, 3'600'000));
     app.add_option("--log-level", f.log_level, "trace, debug, info, warn, error")
         ->capture_default_str();
+    dueq::cmd::add_tls_flags(app, f.upstream);
+    app.add_option("--tls-cert", f.proxy.listen_tls.cert_file,
+                   "serve clients over TLS with this certificate (PEM); reread on SIGHUP")
+        ->check(CLI::ExistingFile);
+    app.add_option("--tls-key", f.proxy.listen_tls.key_file, "the private key of --tls-cert")
+        ->check(CLI::ExistingFile);
+    app.add_option("--tls-client-ca", f.proxy.listen_tls.ca_file,
+                   "require clients to present a certificate of this CA (mutual TLS)")
+        ->check(CLI::ExistingFile);
 }
 
 // The token file (without trailing white space) and the log level; false after saying
@@ -65,6 +76,16 @@ bool finish_options(Flags& f) {
             token.pop_back();
         f.proxy.token = token;
     }
+    if (f.proxy.listen_tls.cert_file.empty() != f.proxy.listen_tls.key_file.empty()) {
+        std::cerr << "dueq-proxy: --tls-cert and --tls-key go together\n";
+        return false;
+    }
+    dueq::client::ClientOptions upstream;
+    if (auto err = f.upstream.apply(upstream); !err.empty()) {
+        std::cerr << "dueq-proxy: " << err << "\n";
+        return false;
+    }
+    f.proxy.upstream_tls = upstream.tls;
     const auto level = spdlog::level::from_str(f.log_level);
     if (level == spdlog::level::off && f.log_level != "off") {
         std::cerr << "dueq-proxy: unknown log level '" << f.log_level << "'\n";
@@ -109,8 +130,9 @@ int main(int argc, char** argv) {
     std::function<void()> wait_for_hup = [&] {
         reload.async_wait([&](boost::system::error_code ec, int) {
             if (ec) return;
-            spdlog::info("SIGHUP: rereading the shard map");
+            spdlog::info("SIGHUP: rereading the shard map and the TLS files");
             proxy.reload_map();
+            proxy.reload_tls();
             wait_for_hup();
         });
     };

@@ -6,10 +6,14 @@
 #include <string>
 
 #include "backend.h"
+#include "client/credentials.h"
 #include "stream.h"
 
 namespace dueq::bench {
 
+// How dueq connections are made from now on: TLS and the hello token
+// (client/credentials.h). "" or why the files do not load.
+std::string set_dueq_credentials(const client::Credentials& credentials);
 std::shared_ptr<Connection> connect_dueq(boost::asio::io_context& io, const std::string& address,
                                          int timeout_ms);
 std::shared_ptr<Connection> connect_tarantool(boost::asio::io_context& io,

@@ -7,6 +7,7 @@
 
 #include "backends.h"
 #include "client/codec.h"
+#include "net/tls.h"
 
 namespace dueq::bench {
 
@@ -33,8 +34,17 @@ class DueqConnection final : public Stream, public Connection {
   public:
     using Handler = std::function<void(const cl::ResponseFrame*, const std::string& error)>;
 
-    DueqConnection(boost::asio::io_context& io, const std::string& address, int timeout_ms)
-        : Stream(io, address, timeout_ms) {}
+    DueqConnection(boost::asio::io_context& io, const std::string& address, int timeout_ms,
+                   std::shared_ptr<const net::TlsContext> tls)
+        : Stream(io, address, timeout_ms, std::move(tls)) {}
+
+    // The first request of a connection to a node with an auth token; the answers that
+    // follow are in order behind it.
+    void hello(const std::string& token) {
+        cl::HelloRequest r;
+        r.token = token;
+        call(r, [](const cl::ResponseFrame*, const std::string&) {});
+    }
 
     void declare(const QueueSetup& q, OnReply done) override {
         cl::DeclareRequest r;
@@ -170,10 +180,29 @@ class DueqConnection final : public Stream, public Connection {
 
 }  // namespace
 
+namespace {
+// Set once by main, before any connection (set_dueq_credentials).
+std::shared_ptr<const net::TlsContext> dueq_tls;
+std::optional<std::string> dueq_token;
+}  // namespace
+
+std::string set_dueq_credentials(const client::Credentials& credentials) {
+    client::ClientOptions o;
+    if (auto err = credentials.apply(o); !err.empty()) return err;
+    dueq_token = o.token;
+    if (!o.tls.enabled) return "";
+    std::string error;
+    dueq_tls = net::TlsContext::make(net::TlsRole::client,
+                                     {o.tls.ca_file, o.tls.cert_file, o.tls.key_file},
+                                     net::PeerCert::none, error);
+    return dueq_tls ? "" : "TLS: " + error;
+}
+
 std::shared_ptr<Connection> connect_dueq(boost::asio::io_context& io, const std::string& address,
                                          int timeout_ms) {
-    auto c = std::make_shared<DueqConnection>(io, address, timeout_ms);
+    auto c = std::make_shared<DueqConnection>(io, address, timeout_ms, dueq_tls);
     c->start_reading(c);
+    if (dueq_token) c->hello(*dueq_token);
     return c;
 }
 

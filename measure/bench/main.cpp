@@ -12,6 +12,8 @@
 #include <iostream>
 #include <thread>
 
+#include "../../cmd/common/credential_flags.h"
+#include "backends.h"
 #include "drill.h"
 #include "failover.h"
 #include "load.h"
@@ -50,6 +52,7 @@ const char* kIntro =
 
 struct Common {
     std::string backend = "dueq";
+    dueq::client::Credentials credentials;  // dueq only: TLS and the hello token
     bool json = false;
     bool quiet = false;
 };
@@ -65,6 +68,7 @@ void add_target(CLI::App* c, Common& common, std::vector<std::string>& addrs) {
         ->capture_default_str();
     c->add_flag("--json", common.json, "print one JSON object on stdout instead of a table");
     c->add_flag("--quiet,-q", common.quiet, "no progress line on stderr");
+    dueq::cmd::add_credential_flags(*c, common.credentials);
 }
 
 void add_load_options(CLI::App* c, LoadOptions& o, bool with_duration) {
@@ -323,6 +327,10 @@ int main(int argc, char** argv) {
     rc->add_option("dir", report_dir, "the run's result directory")->required();
 
     CLI11_PARSE(app, argc, argv);
+    if (auto err = set_dueq_credentials(common.credentials); !err.empty()) {
+        std::fprintf(stderr, "dueq-bench: %s\n", err.c_str());
+        return 2;
+    }
 
     try {
         const auto kind = backend_of(common);

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "net/tls.h"
+
 namespace dueq::bench {
 
 namespace asio = boost::asio;
@@ -36,7 +38,8 @@ tcp::endpoint parse_endpoint(const std::string& address) {
     return {ip, static_cast<unsigned short>(port)};
 }
 
-Stream::Stream(asio::io_context& io, const std::string& address, int timeout_ms)
+Stream::Stream(asio::io_context& io, const std::string& address, int timeout_ms,
+               std::shared_ptr<const net::TlsContext> tls)
     : socket_(io), in_(64 * 1024) {
     const auto ep = parse_endpoint(address);
     socket_.open(ep.protocol());
@@ -57,6 +60,34 @@ Stream::Stream(asio::io_context& io, const std::string& address, int timeout_ms)
     }
     socket_.native_non_blocking(false);
     socket_.set_option(tcp::no_delay(true));
+    if (tls) {
+        tls_ = std::make_unique<net::TlsSession>(std::move(tls));
+        handshake(address);
+    }
+}
+
+Stream::~Stream() = default;
+
+// Synchronously, before the loop starts: the benchmark measures requests, not handshakes.
+void Stream::handshake(const std::string& address) {
+    tls_->start();
+    std::vector<char> buf(16 * 1024);
+    while (!tls_->established()) {
+        std::string out;
+        tls_->take_output(out);
+        if (!out.empty()) asio::write(socket_, asio::buffer(out));
+        boost::system::error_code ec;
+        const std::size_t n = socket_.read_some(asio::buffer(buf), ec);
+        if (ec) throw std::runtime_error("TLS handshake with " + address + ": " + ec.message());
+        tls_->feed(buf.data(), n);
+        char none[1];
+        if (tls_->read(none, 0) < 0)
+            throw std::runtime_error("TLS handshake with " + address + ": " + tls_->error());
+    }
+    std::string out;
+    tls_->take_output(out);
+    if (!out.empty()) asio::write(socket_, asio::buffer(out));
+    raw_.resize(64 * 1024);
 }
 
 std::string Stream::read_exactly(std::size_t n) {
@@ -77,7 +108,13 @@ void Stream::send(std::string_view bytes) {
 
 void Stream::flush(std::shared_ptr<Stream> self) {
     writing_.clear();
-    writing_.swap(pending_);
+    if (tls_) {
+        tls_->write(pending_.data(), pending_.size());
+        pending_.clear();
+        tls_->take_output(writing_);
+    } else {
+        writing_.swap(pending_);
+    }
     write_busy_ = true;
     asio::async_write(socket_, asio::buffer(writing_),
                       [this, self](boost::system::error_code ec, std::size_t) {
@@ -97,6 +134,15 @@ void Stream::start_reading(std::shared_ptr<Stream> self) {
 
 void Stream::read_more(std::shared_ptr<Stream> self) {
     if (broken_) return;
+    if (tls_) {
+        socket_.async_read_some(asio::buffer(raw_), [this, self](boost::system::error_code ec,
+                                                                 std::size_t n) {
+            if (ec) return fail(ec == asio::error::eof ? "closed by the server" : ec.message());
+            on_bytes(self, raw_.data(), n);
+            if (!broken_) read_more(self);
+        });
+        return;
+    }
     if (in_size_ == in_.size()) in_.resize(in_.size() * 2);
     socket_.async_read_some(
         asio::buffer(in_.data() + in_size_, in_.size() - in_size_),
@@ -112,6 +158,24 @@ void Stream::read_more(std::shared_ptr<Stream> self) {
             if (in_size_ < 64 * 1024 && in_.size() > 1024 * 1024) in_.resize(64 * 1024);
             read_more(self);
         });
+}
+
+// TLS: the plaintext in `data` goes through the session into in_, then to consume().
+void Stream::on_bytes(std::shared_ptr<Stream> self, const char* data, std::size_t n) {
+    tls_->feed(data, n);
+    for (;;) {
+        if (in_size_ == in_.size()) in_.resize(in_.size() * 2);
+        const long got = tls_->read(in_.data() + in_size_, in_.size() - in_size_);
+        if (got < 0) return fail("TLS: " + tls_->error());
+        if (got == 0) break;
+        in_size_ += std::size_t(got);
+        const std::size_t used = consume(in_.data(), in_size_);
+        if (used > 0) {
+            std::memmove(in_.data(), in_.data() + used, in_size_ - used);
+            in_size_ -= used;
+        }
+    }
+    if (tls_->has_output() && !write_busy_) flush(std::move(self));
 }
 
 void Stream::fail(const std::string& why) {

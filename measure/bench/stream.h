@@ -5,17 +5,25 @@
 
 #include <boost/asio/ip/tcp.hpp>
 
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
+
+namespace dueq::net {
+class TlsContext;
+class TlsSession;
+}  // namespace dueq::net
 
 namespace dueq::bench {
 
 class Stream {
   public:
-    // Connects synchronously with a deadline. Throws std::runtime_error on failure.
-    Stream(boost::asio::io_context& io, const std::string& address, int timeout_ms);
-    virtual ~Stream() = default;
+    // Connects synchronously with a deadline, then, with `tls`, runs the TLS handshake
+    // (net/tls.h) before anything else. Throws std::runtime_error on failure.
+    Stream(boost::asio::io_context& io, const std::string& address, int timeout_ms,
+           std::shared_ptr<const net::TlsContext> tls = nullptr);
+    virtual ~Stream();
 
     // Appends bytes to the outgoing queue and writes them as soon as the socket is free.
     void send(std::string_view bytes);
@@ -37,7 +45,12 @@ class Stream {
     void read_more(std::shared_ptr<Stream> self);
     void fail(const std::string& why);
 
+    void handshake(const std::string& address);
+    void on_bytes(std::shared_ptr<Stream> self, const char* data, std::size_t n);
+
     boost::asio::ip::tcp::socket socket_;
+    std::unique_ptr<net::TlsSession> tls_;
+    std::vector<char> raw_;  // ciphertext read, with TLS
     std::string pending_, writing_;
     bool write_busy_ = false;
     bool reading_ = false;

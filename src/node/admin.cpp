@@ -101,6 +101,7 @@ void NodeAdmin::on_request(const admin::HttpRequest& req, admin::HttpServer::Res
         if (reason.empty() && p == "/health") reason = unhealthy_reason();
         json body{{"node_id", node_.config_.node_id}, {"healthy", reason.empty()}};
         if (!reason.empty()) body["reason"] = reason;
+        if (auto warning = tls_warning(); !warning.empty()) body["warning"] = warning;
         if (!node_.loading_) body["mode"] = to_string(node_.autonomy_->mode());
         return respond(json_response(reason.empty() ? 200 : 503, body.dump() + "\n"));
     }
@@ -121,7 +122,21 @@ void NodeAdmin::on_request(const admin::HttpRequest& req, admin::HttpServer::Res
              "not found; try /, /health, /ready, /status, /cluster or /metrics\n"});
 }
 
+// Two weeks before the node's certificate expires, /health says so (still 200): time to
+// renew and SIGHUP. Once it has expired, new connections fail: unhealthy.
+std::string NodeAdmin::tls_warning() const {
+    const std::int64_t not_after = node_.tls_not_after_ms();
+    if (not_after <= 0) return {};
+    const std::int64_t left_ms = not_after - node_.now_ms();
+    if (left_ms > 14LL * 86'400'000) return {};
+    if (left_ms <= 0) return "the TLS certificate has expired";
+    return "the TLS certificate expires in " + std::to_string(left_ms / 3'600'000) +
+           " hours: renew it and send SIGHUP (docs/security.md)";
+}
+
 std::string NodeAdmin::unhealthy_reason() const {
+    if (node_.tls_not_after_ms() > 0 && node_.tls_not_after_ms() <= node_.now_ms())
+        return "the TLS certificate has expired: peers and clients refuse new connections";
     if (!node_.raft_io_->has_mesh()) return {};  // standalone: serving is all it takes
     const raft::Raft& raft = node_.shell_->raft();
     const std::int64_t now = node_.now_ms();
@@ -178,6 +193,10 @@ json NodeAdmin::status_object() const {
     const std::string reason = unhealthy_reason();
     j["healthy"] = reason.empty();
     if (!reason.empty()) j["unhealthy_reason"] = reason;
+    if (const std::int64_t not_after = node_.tls_not_after_ms(); not_after > 0) {
+        j["tls_not_after_ms"] = not_after;
+        if (auto warning = tls_warning(); !warning.empty()) j["tls_warning"] = warning;
+    }
     json peers = json::array();
     for (const auto& p : s.peers) {
         json pj{{"id", p.id}, {"peer", p.peer}, {"connected", p.connected}};

@@ -132,6 +132,10 @@ void NodeAdmin::peer_metrics(admin::PromText& m) const {
     m.sample(U(r.membership_index()));
     m.family(metric::kMembershipPending);
     m.sample(U(r.log().committed() < r.membership_index() ? 1 : 0));
+    if (const std::int64_t not_after = node_.tls_not_after_ms(); not_after > 0) {
+        m.family(metric::kTlsCertNotAfter);
+        m.sample(U(not_after / 1000));
+    }
     if (!node_.raft_io_->has_mesh()) return;
     const auto& io = *node_.raft_io_;
     // Learners included: their lag is their catch-up.

@@ -32,6 +32,7 @@ class NodeAdmin {
 
     // Empty when healthy, else why not.
     std::string unhealthy_reason() const;
+    std::string tls_warning() const;
     std::string metrics_text() const;
 
   private:

@@ -31,6 +31,7 @@ std::optional<std::string> Proxy::start() {
     RouterOptions ro;
     ro.token = options_.token;
     ro.call_timeout = options_.call_timeout;
+    ro.tls = options_.upstream_tls;
     router_ = std::make_unique<Router>(io_, std::move(map), ro);
     router_->start_discovery(std::nullopt);
     try {
@@ -41,7 +42,26 @@ std::optional<std::string> Proxy::start() {
     } catch (const std::exception& e) {
         return "cannot listen on " + options_.listen + ": " + e.what();
     }
+    if (!options_.listen_tls.cert_file.empty())
+        if (auto err = reload_tls(); !err.empty()) return err;
     return std::nullopt;
+}
+
+std::string Proxy::reload_tls() {
+    if (options_.listen_tls.cert_file.empty() || !server_) return "";
+    std::string error;
+    auto ctx = net::TlsContext::make(
+        net::TlsRole::server, options_.listen_tls,
+        options_.listen_tls.ca_file.empty() ? net::PeerCert::none : net::PeerCert::required,
+        error);
+    if (!ctx) {
+        spdlog::warn("TLS reload refused: {}; the old certificate stays in use", error);
+        return "TLS: " + error;
+    }
+    spdlog::info("TLS for clients: {}{}", ctx->subject(),
+                 options_.listen_tls.ca_file.empty() ? "" : ", client certificates required");
+    server_->set_tls(std::move(ctx));
+    return "";
 }
 
 void Proxy::stop() {

@@ -48,6 +48,11 @@ struct ProxyOptions {
     // leader is paused or cut off must not hold up the tasks of the others.
     std::chrono::milliseconds sweep_step_timeout{1000};
     net::Limits limits;
+    // TLS to the shards' client listeners (client/client.h).
+    client::ClientTls upstream_tls;
+    // TLS on the proxy's own listener: its certificate and key; with client_ca, clients
+    // must present a certificate of that CA. No cert_file: plaintext.
+    net::TlsFiles listen_tls;
 };
 
 class Proxy {
@@ -60,6 +65,8 @@ class Proxy {
     std::uint16_t port() const { return server_ ? server_->port() : 0; }
     // Rereads the map file; "" when the new map is in use, else why it was refused.
     std::string reload_map();
+    // Rereads the listener's TLS files (SIGHUP): new connections use them. "" or why not.
+    std::string reload_tls();
 
   private:
     using ConnPtr = std::shared_ptr<net::Connection>;

@@ -71,7 +71,7 @@ class Run:
         a = self.args
         options = dict(plant=a.plant, power_cut=needs.get("power_cut", False),
                        faketime=needs.get("faketime", False), grace_ms=a.grace_ms,
-                       ttr_ms=a.ttr_ms, log=self.say)
+                       ttr_ms=a.ttr_ms, log=self.say, tls=a.tls)
         if needs.get("spares") and a.shards <= 1:
             options["spares"] = needs["spares"]
         where = os.path.join(self.dir, "cluster")
@@ -223,6 +223,9 @@ def main():
     p.add_argument("--slack-ms", type=int, default=5000,
                    help="G2: how long after a lease ends its task may wait to be handed out")
     p.add_argument("--keep", action="store_true", help="keep the nodes' data directories")
+    p.add_argument("--tls", action="store_true",
+                   help="TLS on every link: mutual between members, to clients and proxies "
+                        "(a CA made for the run; docs/security.md)")
     p.add_argument("--shards", type=int, default=1,
                    help="shards of three nodes, behind two dueq-proxy (default 1: one cluster, "
                         "no proxy)")

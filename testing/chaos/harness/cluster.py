@@ -93,7 +93,7 @@ class Cluster:
     def __init__(self, build, workdir, size=3, power_cut=False, faketime=False, plant=None,
                  election_ms=1000, heartbeat_ms=100, grace_ms=2000, ttr_ms=3000, log=print,
                  autonomy_after_ms=0, admin=False, prefix="n", cluster_id="chaos", shard=None,
-                 spares=0, snapshot_entries=2000, log_keep=500, tls=False):
+                 spares=0, snapshot_entries=2000, log_keep=500, tls=False, certs_dir=None):
         self.build = build
         self.dir = workdir
         # The members now; they change with add_member/remove_member. `spares` more names
@@ -112,6 +112,7 @@ class Cluster:
         # process's DUEQ_CACERT then names the CA, so every tool started here (dueqctl, the
         # workload) speaks TLS. Otherwise peer links in clear, said so.
         self.tls = tls
+        self.certs_dir = certs_dir or os.path.join(workdir, "tls")  # shared by a sharded run
         # (name, map file): this cluster is one shard of a sharded dueq (docs/sharding.md).
         self.shard = shard
         self.power_cut = power_cut
@@ -297,7 +298,7 @@ ttr_ms = {self.ttr_ms}
 
     def make_certs(self):
         """The run's CA and a certificate per node name (made once); returns their dir."""
-        certs = os.path.join(self.dir, "tls")
+        certs = self.certs_dir
         if not os.path.exists(os.path.join(certs, self.all_ids[-1] + ".pem")):
             script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..",
                                   "scripts", "make-certs.sh")

@@ -22,9 +22,13 @@ class ShardedCluster:
         self.dir = workdir
         self.grace_ms = grace_ms
         self.map_file = os.path.join(workdir, "shards.toml")
+        # With tls=True every shard's certificates come from one CA, which the proxies and
+        # the tools trust (DUEQ_CACERT); the proxies serve their clients over TLS too.
+        self.tls = options.get("tls", False)
         self.clusters = [
             Cluster(build, os.path.join(workdir, p), prefix=p, cluster_id=f"chaos-{p}",
-                    shard=(p, self.map_file), grace_ms=grace_ms, log=log, **options)
+                    shard=(p, self.map_file), grace_ms=grace_ms, log=log,
+                    certs_dir=os.path.join(workdir, "tls"), **options)
             for p in PREFIXES[:shards]]
         self.proxy_ids = [f"p{i + 1}" for i in range(proxies)]
         self.proxy_port = {p: free_port() for p in self.proxy_ids}
@@ -60,6 +64,9 @@ class ShardedCluster:
         args = [self.binary("cmd/dueq-proxy/dueq-proxy"), "--map", self.map_file,
                 "--listen", f"127.0.0.1:{self.proxy_port[p]}", "--name", p,
                 "--session-grace-ms", str(self.grace_ms)]
+        if self.tls:
+            certs = self.clusters[0].make_certs()
+            args += ["--tls-cert", f"{certs}/client.pem", "--tls-key", f"{certs}/client.key"]
         with open(out, "w") as o, open(log_path, "a") as e:
             self.proxy_procs[p] = subprocess.Popen(args, stdout=o, stderr=e,
                                                    start_new_session=True)
