@@ -9,6 +9,9 @@
 #   measure/bench/dueq.sh cluster DIR             members 1-3, prints their PIDs
 #   measure/bench/dueq.sh member DIR I            (re)starts member I of that cluster
 #
+# With DUEQ_TLS=1 every link runs TLS (docs/security.md): a CA and certificates are made
+# in DIR/tls (scripts/make-certs.sh); point dueq-bench at DIR/tls/ca.pem with --cacert.
+#
 # Member I serves clients on 127.0.0.1:$((DUEQ_CLIENT_BASE + I - 1)) (default 7771) and
 # peers on 127.0.0.1:$((DUEQ_PEER_BASE + I - 1)) (default 7871). DUEQD names the binary
 # (default: $BUILD_DIR/cmd/dueqd/dueqd, BUILD_DIR defaulting to build).
@@ -55,6 +58,16 @@ launch() {  # launch NAME CONFIG: starts dueqd, prints its PID once it listens
   esac
 }
 
+tls_section() {  # NAME CLUSTERED: [tls] with DUEQ_TLS=1; plaintext peers said explicitly
+  if [ "${DUEQ_TLS:-0}" = 1 ]; then
+    [ -f "$dir/tls/n3.pem" ] || bash "$root/scripts/make-certs.sh" "$dir/tls" n1 n2 n3 >/dev/null
+    printf '[tls]\nca_file = "%s"\ncert_file = "%s"\nkey_file = "%s"\nclients = "on"\n\n' \
+      "$dir/tls/ca.pem" "$dir/tls/$1.pem" "$dir/tls/$1.key"
+  elif [ "$2" = 1 ]; then
+    printf '[tls]\npeers = "off"\n\n'
+  fi
+}
+
 common_sections() {  # fsync
   cat <<TOML
 [storage]
@@ -82,9 +95,7 @@ members = [
   { id = "n3", peer = "127.0.0.1:$((pbase + 2))", client = "127.0.0.1:$((cbase + 2))" },
 ]
 
-[tls]
-peers = "off"
-
+$(tls_section "n$i" 1)
 [raft]
 heartbeat_ms = 100
 election_timeout_ms = 1000
@@ -98,6 +109,7 @@ case $cmd in
     port=${3:?port}
     {
       printf '[node]\nid = "n1"\nclient_listen = "127.0.0.1:%s"\ndata_dir = "%s/data"\n\n' "$port" "$dir"
+      tls_section n1 0
       common_sections "${4:-always}"
       # DUEQ_ADMIN=host:port: the node also serves HTTP admin there (docs/admin.md).
       [ -z "${DUEQ_ADMIN:-}" ] || printf '\n[admin]\nlisten = "%s"\n' "$DUEQ_ADMIN"

@@ -23,6 +23,12 @@ std::string openssl_error(const std::string& fallback) {
     return buf;
 }
 
+// Empties this thread's error queue (see TlsSession::handshake); looking first is cheaper
+// than clearing an empty queue on every read.
+void clear_errors() {
+    if (ERR_peek_error() != 0) ERR_clear_error();
+}
+
 std::int64_t expiry_ms(X509* cert) {
     std::tm tm{};
     if (!cert || ASN1_TIME_to_tm(X509_get0_notAfter(cert), &tm) != 1) return 0;
@@ -67,6 +73,11 @@ std::shared_ptr<const TlsContext> TlsContext::make(TlsRole role, const TlsFiles&
         return nullptr;
     }
     SSL_CTX_set_min_proto_version(c->ctx_, TLS1_3_VERSION);
+    // AES-128-GCM first: the frames are small, and it costs less per record than AES-256
+    // on CPUs with AES instructions, with a margin that is ample for tokens.
+    SSL_CTX_set_ciphersuites(c->ctx_,
+                             "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:"
+                             "TLS_CHACHA20_POLY1305_SHA256");
     SSL_CTX_set_num_tickets(c->ctx_, 0);
     SSL_CTX_set_session_cache_mode(c->ctx_, SSL_SESS_CACHE_OFF);
     if (own_cert) {
@@ -149,7 +160,7 @@ void TlsSession::start() {
 // left there would make this one's "want more input" look like a failure. So every call
 // starts with an empty queue, and every failure empties it.
 bool TlsSession::handshake() {
-    ERR_clear_error();
+    clear_errors();
     const int r = SSL_do_handshake(ssl_);
     if (r == 1) {
         established_ = true;
@@ -177,7 +188,7 @@ long TlsSession::read(char* out, std::size_t room) {
     if (failed_) return -1;
     if (!established_ && !handshake()) return failed_ ? -1 : 0;
     if (room == 0) return 0;
-    ERR_clear_error();
+    clear_errors();
     const int r = SSL_read(ssl_, out, int(std::min<std::size_t>(room, 1u << 30)));
     if (r > 0) return r;
     const int e = SSL_get_error(ssl_, r);
@@ -196,7 +207,7 @@ void TlsSession::write(const char* data, std::size_t n) {
     }
     // A memory BIO takes everything: SSL_write completes whole.
     while (n > 0) {
-        ERR_clear_error();
+        clear_errors();
         const int r = SSL_write(ssl_, data, int(std::min<std::size_t>(n, 1u << 30)));
         if (r <= 0) return fail(openssl_error("write failed"));
         data += r;
