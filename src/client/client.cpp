@@ -74,6 +74,9 @@ struct Conn {
     unsigned char header[kFrameHeaderBytes] = {};
     std::string body;
     std::string server_error;  // the last id-0 error frame, for messages
+    // The node refused the automatic hello (a wrong or missing token): it answers nothing
+    // else on this connection and closes it, and any node of the cluster would do the same.
+    std::optional<Error> refused;
     Clock::time_point last_rx;  // when the last whole frame arrived
 };
 using ConnPtr = std::shared_ptr<Conn>;
@@ -376,6 +379,7 @@ private:
         std::weak_ptr<Conn> weak = conn;
         p->complete = [this, weak](Result<ResponseFrame> r) {
             ConnPtr c = weak.lock();
+            if (c && r.ok() && !r->ok && r->error.code == Code::unauthorized) c->refused = r->error;
             HelloResponse hello_out;
             if (!c || !r.ok() || !r->ok || !decode_result(*r->map, &hello_out).ok()) return;
             sessions_[c->address] = hello_out.session;
@@ -549,6 +553,17 @@ private:
             } else {
                 again.push_back(p);
             }
+        }
+        if (conn->refused) {
+            // Nothing after a refused hello was applied, and another connection would be
+            // refused too: every request on this one gets the node's answer.
+            for (auto* ps : {&lost, &again})
+                for (auto& p : *ps) {
+                    Error e = *conn->refused;
+                    e.maybe_applied = false;
+                    finish(p, std::move(e));
+                }
+            return;
         }
         for (auto& p : lost) {
             Error e(Code::unavailable, "connection to " + conn->address + " lost (" + why + "); " +
