@@ -260,7 +260,7 @@ void Node::on_membership_changed() {
             raft::describe(m), kRemovedStopMs);
         // Not at once: the client that removed the leader itself gets its answer first.
         stop_timer_.expires_after(std::chrono::milliseconds(kRemovedStopMs));
-        stop_timer_.async_wait([this](boost::system::error_code ec) {
+        stop_timer_.async_wait([](boost::system::error_code ec) {
             if (ec) return;
             spdlog::critical(
                 "stopping: this node was removed from the cluster. It takes no further part; "

@@ -9,17 +9,16 @@ included, must work with the token and the TLS files given by environment variab
 (DUEQ_TOKEN, DUEQ_CACERT, DUEQ_CERT, DUEQ_KEY) and by flag (--token-file, --cacert,
 --cert, --key); without the token, without a client certificate, or in plaintext it must
 fail; and the token must appear in no output and no log. Exit 0 on pass."""
-import argparse
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, "..", "..")
+sys.path.insert(0, os.path.join(ROOT, "testing", "chaos"))
+from harness.test_main import test_main  # noqa: E402
 TOKEN = "secret-token-" + os.urandom(6).hex()
 
 
@@ -117,25 +116,5 @@ clients = "mutual"
         node.wait(timeout=30)
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--build", default="build")
-    ap.add_argument("--keep", help="keep the node's files in this directory")
-    a = ap.parse_args()
-    work = a.keep or tempfile.mkdtemp(prefix="dueq-credentials-")
-    os.makedirs(work, exist_ok=True)
-    try:
-        problem = run(os.path.abspath(a.build), work)
-    finally:
-        if not a.keep:
-            shutil.rmtree(work, ignore_errors=True)
-    if problem:
-        print(f"FAIL: {problem}")
-        return 1
-    print("credentials: pass")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    test_main(__doc__, run, "credentials")

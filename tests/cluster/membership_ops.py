@@ -11,19 +11,17 @@ new member joins (dueqd --join), is promoted and counts; that a removed member s
 itself with exit status 78 and says why, and stops again if restarted on its data dir; and
 that a data dir is refused under another Raft id (--join with the wrong id); and that a
 flipped byte in a WAL or a table file is refused with the runbook. Exit 0 on pass."""
-import argparse
 import glob
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "testing", "chaos"))
 from harness.cluster import Cluster, free_port  # noqa: E402
+from harness.test_main import test_main  # noqa: E402
 
 REMOVED_EXIT = 78
 
@@ -193,24 +191,5 @@ def run(build, work):
         c.stop()
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--build", default="build")
-    ap.add_argument("--keep", help="keep the cluster's files in this directory")
-    a = ap.parse_args()
-    work = a.keep or tempfile.mkdtemp(prefix="dueq-membership-ops-")
-    try:
-        problem = run(os.path.abspath(a.build), work)
-    finally:
-        if not a.keep:
-            shutil.rmtree(work, ignore_errors=True)
-    if problem:
-        print(f"FAIL: {problem}")
-        return 1
-    print("membership ops: pass")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    test_main(__doc__, run, "membership ops")

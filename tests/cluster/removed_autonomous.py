@@ -8,18 +8,16 @@ are cut; once it serves in autonomous mode it acknowledges a write of a key nobo
 writes. The majority removes it (dueqctl member remove). The links heal: the leader tells
 the removed node of its removal, and the node stops with exit status 78. Its write must not
 reach the cluster: the key is absent on every remaining member. Exit 0 on pass."""
-import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "testing", "chaos"))
 from harness.cluster import Cluster  # noqa: E402
+from harness.test_main import test_main  # noqa: E402
 
 REMOVED_EXIT = 78
 KEY = "written-alone"
@@ -79,24 +77,5 @@ def run(build, work):
         c.stop()
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--build", default="build")
-    ap.add_argument("--keep", help="keep the cluster's files in this directory")
-    a = ap.parse_args()
-    work = a.keep or tempfile.mkdtemp(prefix="dueq-removed-autonomous-")
-    try:
-        problem = run(os.path.abspath(a.build), work)
-    finally:
-        if not a.keep:
-            shutil.rmtree(work, ignore_errors=True)
-    if problem:
-        print(f"FAIL: {problem}")
-        return 1
-    print("removed autonomous node: pass")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    test_main(__doc__, run, "removed autonomous node")

@@ -17,20 +17,19 @@ client on a TLS client port is told so in one plaintext frame and closed. Then a
 certificate is replaced on disk and the node gets SIGHUP: the next peer connection to it
 presents the new certificate (its serial, read with `openssl s_client`), without a restart.
 Exit 0 on pass."""
-import argparse
 import os
 import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, "..", "..")
 sys.path.insert(0, os.path.join(ROOT, "testing", "chaos"))
 from harness.cluster import Cluster  # noqa: E402
+from harness.test_main import test_main  # noqa: E402
 
 MAKE_CERTS = os.path.join(ROOT, "scripts", "make-certs.sh")
 SHUT_OUT_S = 4  # long enough for several dials each way
@@ -180,24 +179,5 @@ def run(build, work):
         c.stop()
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--build", default="build")
-    ap.add_argument("--keep", help="keep the cluster's files in this directory")
-    a = ap.parse_args()
-    work = a.keep or tempfile.mkdtemp(prefix="dueq-tls-links-")
-    try:
-        problem = run(os.path.abspath(a.build), work)
-    finally:
-        if not a.keep:
-            shutil.rmtree(work, ignore_errors=True)
-    if problem:
-        print(f"FAIL: {problem}")
-        return 1
-    print("tls links: pass")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    test_main(__doc__, run, "tls links")

@@ -10,20 +10,18 @@ appear nowhere; with the same cluster in clear ([tls] peers = "off", plaintext c
 must appear on the client link and on both peer links (at least 3 times), which shows the
 capture sees the traffic. Needs root and tcpdump; exits 77 (skipped) without them.
 Exit 0 on pass."""
-import argparse
 import os
 import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "testing", "chaos"))
 from harness.cluster import Cluster  # noqa: E402
+from harness.test_main import SKIP, test_main  # noqa: E402
 
-SKIP = 77
 
 
 def marker_count(build, work, tls):
@@ -83,26 +81,5 @@ def run(build, work):
     return None
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--build", default="build")
-    ap.add_argument("--keep", help="keep the clusters' files and captures in this directory")
-    a = ap.parse_args()
-    work = a.keep or tempfile.mkdtemp(prefix="dueq-tls-wire-")
-    try:
-        problem = run(os.path.abspath(a.build), work)
-    finally:
-        if not a.keep:
-            shutil.rmtree(work, ignore_errors=True)
-    if problem == SKIP:
-        return SKIP
-    if problem:
-        print(f"FAIL: {problem}")
-        return 1
-    print("tls wire: pass")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    test_main(__doc__, run, "tls wire")

@@ -14,19 +14,17 @@ lists for shard a is left. Then:
 - a proxy restarted from the stale map file finds shard a again (shard b's nodes pass on
   what they learned) and serves its keys.
 Exit 0 on pass."""
-import argparse
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "testing", "chaos"))
 from harness.shards import BUCKETS, ShardedCluster  # noqa: E402
+from harness.test_main import test_main  # noqa: E402
 
 FOLLOW_S = 30  # how long routers may take to learn: a few discovery rounds (2 s each)
 
@@ -125,24 +123,5 @@ def run(build, work):
         sc.stop()
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--build", default="build")
-    ap.add_argument("--keep", help="keep the deployment's files in this directory")
-    a = ap.parse_args()
-    work = a.keep or tempfile.mkdtemp(prefix="dueq-members-follow-")
-    try:
-        problem = run(os.path.abspath(a.build), work)
-    finally:
-        if not a.keep:
-            shutil.rmtree(work, ignore_errors=True)
-    if problem:
-        print(f"FAIL: {problem}")
-        return 1
-    print("members follow: pass")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    test_main(__doc__, run, "members follow")
