@@ -11,6 +11,7 @@
 #include <string>
 
 #include "../common/credential_flags.h"
+#include "common/version.h"
 #include "shard/proxy.h"
 
 namespace {
@@ -113,6 +114,7 @@ int main(int argc, char** argv) {
         "dueq-proxy"};
     Flags flags;
     add_options(app, flags);
+    app.set_version_flag("--version", dueq::version_line("dueq-proxy"), "print the version and exit");
     CLI11_PARSE(app, argc, argv);
     if (!finish_options(flags)) return 2;
     std::signal(SIGPIPE, SIG_IGN);

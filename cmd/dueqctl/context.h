@@ -40,7 +40,13 @@ bool parse_duration_arg(const std::string& what, const std::string& text, int64_
 // JSON text -> msgpack payload; on error prints it and returns false.
 bool parse_payload_arg(const std::string& text, std::string* out);
 
-inline constexpr int kExitUsage = 2;
+// Exit statuses, for scripts (dueqctl --help, docs/operations.md).
+inline constexpr int kExitRefused = 1;        // the node said no (bad request, lease, ...)
+inline constexpr int kExitUsage = 2;          // bad flags or arguments; nothing was sent
+inline constexpr int kExitNotFound = 3;       // no such task, queue or member
+inline constexpr int kExitNotApplied = 4;     // not applied now (no leader, no quorum): retry
+inline constexpr int kExitUnknown = 5;        // no answer in time: it may have been applied
+inline constexpr int kExitCannotConnect = 6;  // no node reachable: nothing was sent
 
 void add_op_commands(CLI::App& app, Context& ctx);
 void add_worker_command(CLI::App& app, Context& ctx);

@@ -4,6 +4,7 @@
 
 #include "../common/credential_flags.h"
 #include "client/payload.h"
+#include "common/version.h"
 #include "client/time_spec.h"
 #include "context.h"
 #include "output.h"
@@ -72,7 +73,10 @@ int main(int argc, char** argv) {
         "(2026-01-01T00:00:00Z), 'now', or relative to this machine's clock: +90s, +5m, +1h,\n"
         "+250ms, -10m. Durations: 250ms, 5s, 2m, 1h, 1d, 1h30m, or bare ms.\n"
         "Payloads are JSON text; they are stored as msgpack.\n"
-        "Exit codes: 0 ok, 1 the op failed (code and message on stderr), 2 bad usage.\n\n"
+        "Exit codes (the code and message go to stderr): 0 ok; 1 refused by the node (bad request,\n"
+        "lease mismatch, ...); 2 bad usage; 3 not found; 4 not applied, retry (no leader, no\n"
+        "quorum); 5 outcome unknown (no answer in time: it may have been applied); 6 no node\n"
+        "reachable (nothing was sent).\n\n"
         "Examples:\n"
         "  dueqctl put tokens k1 --payload '{\"a\":1}' --time +3600s\n"
         "  dueqctl take tokens --count 2 --timeout 5s --ttr 30s\n"
@@ -80,6 +84,7 @@ int main(int argc, char** argv) {
         "  dueqctl --addr 10.0.0.1:7700 --addr 10.0.0.2:7700 status\n"
         "  dueqctl worker tokens --builtin-refresh --next-in 1h --concurrency 8\n\n"
         "Run 'dueqctl <command> --help' for the options of each command.");
+    app.set_version_flag("--version", dueq::version_line("dueqctl"), "Print the version and exit.");
     app.require_subcommand(1);
     app.fallthrough();
     app.add_option("--addr,-a", ctx.addrs,

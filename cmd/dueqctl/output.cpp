@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "client/payload.h"
+#include "context.h"
 #include "client/time_spec.h"
 
 namespace dueq::dueqctl {
@@ -63,7 +64,14 @@ std::string when(int64_t time_ms, int64_t now_ms) {
 
 int report(const client::Error& error) {
     std::cerr << "dueqctl: " << error.to_string() << '\n';
-    return 1;
+    using client::Code;
+    if (error.unreachable) return kExitCannotConnect;
+    if (error.code == Code::not_found) return kExitNotFound;
+    if (error.code == Code::timeout || error.maybe_applied) return kExitUnknown;
+    if (error.code == Code::not_leader || error.code == Code::no_quorum ||
+        error.code == Code::unavailable)
+        return kExitNotApplied;
+    return kExitRefused;
 }
 
 void print_json(const Json& j) {

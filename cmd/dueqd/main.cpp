@@ -5,6 +5,8 @@
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
+#include <sys/resource.h>
+
 #include <csignal>
 #include <cstdlib>
 #include <functional>
@@ -18,6 +20,7 @@
 
 #include <iostream>
 
+#include "common/version.h"
 #include "common/invariant.h"
 #include "node/config.h"
 #include "node/json_log.h"
@@ -67,6 +70,28 @@ void add_options(CLI::App& app, Options& o) {
 
 // The config file (or the built-in one) with the command line's overrides; nullopt after
 // saying why on stderr.
+// The usual soft limit of 1024 open files would refuse clients long before
+// max_connections. Raises it to what the config needs: its client connections, plus room
+// for peer links, RocksDB's files, listeners and logs; says so if the hard limit is lower.
+void raise_open_files(const dueq::node::Config& c) {
+    rlimit rl{};
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+    const rlim_t want = rlim_t(c.limits.max_connections) + 1024;
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur >= want) return;
+    if (rl.rlim_cur == RLIM_INFINITY) return;
+    const rlim_t was = rl.rlim_cur;
+    rl.rlim_cur = rl.rlim_max == RLIM_INFINITY ? want : std::min(want, rl.rlim_max);
+    if (rl.rlim_cur > was && setrlimit(RLIMIT_NOFILE, &rl) != 0) rl.rlim_cur = was;
+    if (rl.rlim_cur < want)
+        spdlog::warn("the open-file limit is {} (hard limit {}), below the {} that [limits] "
+                     "max_connections = {} needs: clients will be refused once about {} are "
+                     "connected; raise it (systemd LimitNOFILE=, or ulimit -Hn)",
+                     rl.rlim_cur, rl.rlim_max, want, c.limits.max_connections,
+                     rl.rlim_cur > 1024 ? rl.rlim_cur - 1024 : rl.rlim_cur / 2);
+    else if (rl.rlim_cur != was)
+        spdlog::info("open-file limit raised from {} to {}", was, rl.rlim_cur);
+}
+
 std::optional<dueq::node::Config> load_config(const Options& o) {
     dueq::node::Config config;
     try {
@@ -204,6 +229,7 @@ int main(int argc, char** argv) {
         "dueqd"};
     Options options;
     add_options(app, options);
+    app.set_version_flag("--version", dueq::version_line("dueqd"), "print the version and exit");
     CLI11_PARSE(app, argc, argv);
     if (options.print_default) {
         std::cout << dueq::node::default_config_text();
@@ -211,6 +237,8 @@ int main(int argc, char** argv) {
     }
     auto config = load_config(options);
     if (!config || !start_logging(*config)) return 2;
+    spdlog::info("{} starting", dueq::version_line("dueqd"));
+    raise_open_files(*config);
     std::signal(SIGPIPE, SIG_IGN);
     boost::asio::io_context io(1);
 #ifdef DUEQD_TEST_FLAGS

@@ -260,7 +260,9 @@ private:
         } else {
             std::string why = "no dueq server reachable in time";
             if (!last_connect_error_.empty()) why += " (" + last_connect_error_ + ")";
-            finish(p, Error(Code::unavailable, why));
+            Error e(Code::unavailable, why);
+            e.unreachable = true;
+            finish(p, std::move(e));
         }
     }
 

@@ -291,6 +291,7 @@ Status decode_result(const msgpack::object& map, HelloResponse* out) {
     DUEQ_TRY(get_bytes(map, field::leader, &out->leader, false));
     DUEQ_TRY(get_i64(map, field::protocol, &out->protocol, false));
     DUEQ_TRY(get_bytes(map, field::mode, &out->mode, false));
+    DUEQ_TRY(get_bytes(map, field::version, &out->version, false));
     return ok_status();
 }
 
@@ -364,6 +365,7 @@ Status decode_result(const msgpack::object& map, StatsResponse* out) {
 
 Status decode_result(const msgpack::object& map, StatusResponse* out) {
     out->raw = repack(map);
+    DUEQ_TRY(get_bytes(map, field::version, &out->version, false));
     DUEQ_TRY(get_text(map, field::node_id, &out->node_id));
     DUEQ_TRY(get_bytes(map, field::role, &out->role, false));
     DUEQ_TRY(get_u64(map, field::term, &out->term, false));

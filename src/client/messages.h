@@ -35,6 +35,7 @@ struct HelloResponse {
     std::string leader;  // "host:port", empty when the node knows no leader
     int64_t protocol = 0;
     std::string mode;  // wire::kNodeModes, or "proxy"
+    std::string version;  // the server's build: "0.1.0 (git revision)"
 };
 
 struct QueueSettings {
@@ -216,6 +217,7 @@ struct StatusResponse {
     int64_t mode_ms = 0;
     AutonomyInfo autonomy;
     uint64_t tasks = 0, pending = 0, peer_input_dropped = 0;
+    std::string version;  // the node's build: "0.1.0 (git revision)"
     std::string raw;  // the whole result map as msgpack, for tools
 };
 

@@ -29,6 +29,8 @@ struct Error {
     // Client side: the request had been written to a server when the call failed (a broken
     // connection, the client closing, the deadline), so it may have been applied.
     bool maybe_applied = false;
+    // Client side: no server could be reached within the call's time; nothing was sent.
+    bool unreachable = false;
 
     Error() = default;
     Error(Code c, std::string msg, std::string leader_addr = {})

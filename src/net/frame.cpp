@@ -1,4 +1,6 @@
 #include "net/frame.h"
+
+#include "common/version.h"
 #include "wire/protocol.h"
 
 #include <utility>
@@ -49,7 +51,7 @@ std::string error_frame(std::uint64_t id, queue::Code code, std::string_view mes
 std::string hello_frame(std::uint64_t id, std::uint64_t session, const std::string& node_id,
                         const std::string& leader, const std::string& mode) {
     FrameBuilder f;
-    f.begin_ok(id, 5);
+    f.begin_ok(id, 6);
     f.key(field::session);
     f.pk().pack_uint64(session);
     f.key(field::node_id);
@@ -60,6 +62,8 @@ std::string hello_frame(std::uint64_t id, std::uint64_t session, const std::stri
     f.pk().pack_uint32(wire::kProtocolVersion);
     f.key(field::mode);
     f.str(mode);
+    f.key(field::version);
+    f.str(dueq::build());
     return f.finish();
 }
 

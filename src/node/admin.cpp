@@ -8,6 +8,7 @@
 #include "admin/dashboard.h"
 #include "admin/http_get.h"
 #include "admin/prometheus.h"
+#include "common/version.h"
 #include "node/node.h"
 #include "node/node_admin.h"
 #include "wire/protocol.h"
@@ -176,6 +177,8 @@ std::string NodeAdmin::unhealthy_reason() const {
 json NodeAdmin::status_object() const {
     const StatusInfo s = node_.status_info();
     json j{{"node_id", s.node_id},
+           {"version", dueq::version()},
+           {"revision", dueq::revision()},
            {"role", s.role},
            {"term", s.term},
            {"leader", s.leader},

@@ -73,6 +73,8 @@ inline constexpr Family kMembershipIndex{"dueq_membership_index", "gauge",
     "The log index of the membership in force (0: the config's member list)."};
 inline constexpr Family kMembershipPending{"dueq_membership_pending", "gauge",
     "1 while the membership in force is not committed yet (a change in flight)."};
+inline constexpr Family kBuildInfo{"dueq_build_info", "gauge",
+    "Always 1; its labels say which build runs: version and git revision."};
 inline constexpr Family kTlsCertNotAfter{"dueq_tls_cert_not_after_seconds", "gauge",
     "When this node's TLS certificate expires, in seconds since the epoch (absent without TLS)."};
 inline constexpr Family kMode{"dueq_mode", "gauge",
@@ -82,7 +84,7 @@ inline constexpr Family kOverlayRecords{"dueq_autonomy_overlay_records", "gauge"
 inline constexpr Family kHealthy{"dueq_healthy", "gauge", "1 when /health answers 200."};
 // clang-format on
 
-inline constexpr std::array<const Family*, 40> kAll{
+inline constexpr std::array<const Family*, 41> kAll{
     &kRequests,
     &kRequestDuration,
     &kRaftTerm,
@@ -119,6 +121,7 @@ inline constexpr std::array<const Family*, 40> kAll{
     &kMembers,
     &kMembershipIndex,
     &kMembershipPending,
+    &kBuildInfo,
     &kTlsCertNotAfter,
     &kMode,
     &kOverlayRecords,

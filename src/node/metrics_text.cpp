@@ -1,6 +1,7 @@
 // /metrics: the node's state and counters in the Prometheus text format, one family of
 // node/metric_families.h at a time (docs/admin.md lists every series).
 #include "admin/prometheus.h"
+#include "common/version.h"
 #include "node/metric_families.h"
 #include "node/node.h"
 #include "node/node_admin.h"
@@ -124,6 +125,10 @@ void NodeAdmin::queue_metrics(admin::PromText& m) const {
 }
 
 void NodeAdmin::peer_metrics(admin::PromText& m) const {
+    m.family(metric::kBuildInfo);
+    m.sample(admin::Labels{{"version", std::string(dueq::version())},
+                           {"revision", std::string(dueq::revision())}},
+             std::uint64_t{1});
     const raft::Raft& r = node_.shell_->raft();
     m.family(metric::kMembers);
     m.sample(admin::Labels{{"role", "voter"}}, U(r.membership().voters.size()));

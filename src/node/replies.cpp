@@ -3,6 +3,7 @@
 #include <type_traits>
 #include <variant>
 
+#include "common/version.h"
 #include "net/frame.h"
 #include "wire/protocol.h"
 
@@ -144,7 +145,9 @@ std::string member_changed_reply(std::uint64_t id, const std::string& name, std:
 
 std::string status_reply(std::uint64_t id, const StatusInfo& s) {
     FrameBuilder f;
-    f.begin_ok(id, 15);
+    f.begin_ok(id, 16);
+    f.key(field::version);
+    f.str(dueq::build());
     f.key(field::node_id);
     f.str(s.node_id);
     f.key(field::role);

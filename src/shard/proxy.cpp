@@ -1,5 +1,7 @@
 #include "shard/proxy.h"
 
+#include "common/version.h"
+
 #include <spdlog/spdlog.h>
 
 #include "client/codec.h"
@@ -169,7 +171,8 @@ void Proxy::hello(const ConnPtr& conn, std::uint64_t id, const net::Hello& h) {
 void Proxy::status(const ConnPtr& conn, std::uint64_t id) {
     const auto& map = router_->map();
     net::FrameBuilder f;
-    f.begin_ok(id, 5);
+    f.begin_ok(id, 6);
+    f.key(wire::field::version), f.str(dueq::build());
     f.key(wire::field::node_id), f.str(options_.name);
     f.key(wire::field::role), f.str(wire::word::proxy);
     f.key(wire::field::leader), f.str("");

@@ -27,7 +27,7 @@ OTHER_CONTRACTS = {
     "shard/shard_map.cpp": ("TOML keys of the shard map file (docs/sharding.md)",
                             {"version", "buckets", "shards", "name", "members", "id", "client"}),
     "node/admin.cpp": ("JSON of the HTTP admin API (docs/admin.md)", None),
-    "node/metrics_text.cpp": ("Prometheus metric labels (docs/admin.md)", {"op", "queue", "status", "code", "peer", "mode", "ready", "taken", "buried", "done", "role", "voter", "learner"}),
+    "node/metrics_text.cpp": ("Prometheus metric labels (docs/admin.md)", {"op", "queue", "status", "code", "peer", "mode", "ready", "taken", "buried", "done", "role", "voter", "learner", "version"}),
     "node/json_log.cpp": ("keys of the JSON log lines", {"time", "message"}),
     "node/json_log.h": ("keys of the JSON log lines", {"time", "message"}),
     "queue/names.cpp": ("the task status words, which stats also uses as counts",

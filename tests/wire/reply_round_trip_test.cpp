@@ -3,6 +3,7 @@
 // drift) must be caught. request_round_trip_test.cpp does the same for the requests.
 #include <catch2/catch.hpp>
 
+#include "common/version.h"
 #include "client/codec.h"
 #include "net/frame.h"
 #include "node/replies.h"
@@ -84,6 +85,7 @@ node::StatusInfo status_info() {
 }
 
 void compare_status(const client::StatusResponse& r, const node::StatusInfo& s, Compare& c) {
+    c("version", r.version, dueq::build());
     c("node_id", r.node_id, s.node_id), c("role", r.role, s.role), c("term", r.term, s.term);
     c("leader", r.leader, s.leader), c("leader_id", r.leader_id, s.leader_id);
     c("commit_index", r.commit_index, s.commit_index);
@@ -130,6 +132,7 @@ std::vector<Case> reply_cases(const queue::Store& store) {
             c("session", h.session, 5u), c("node_id", h.node_id, "n1");
             c("leader", h.leader, "h:1"), c("mode", h.mode, wire::word::autonomous);
             c("protocol", h.protocol, std::int64_t{wire::kProtocolVersion});
+            c("version", h.version, dueq::build());
         }));
     queue::Result declared;
     declared.settings = {11, 12, 13, 14, 0.25, true};
