@@ -25,25 +25,9 @@ for t in "$old/$build/cmd/dueqd/dueqd" "$new/$build/cmd/dueqd/dueqd" "$bench"; d
 done
 work=$(mktemp -d /tmp/dueq-before-after.XXXXXX)
 pids=()
+source "$(dirname "$0")/alternate-lib.sh"
 cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT
-stop_all() {
-  for p in "${pids[@]}"; do
-    kill "$p" 2>/dev/null || true
-    for _ in $(seq 1 3000); do kill -0 "$p" 2>/dev/null || break; sleep 0.01; done
-    kill -9 "$p" 2>/dev/null || true
-  done
-  pids=()
-}
-clk_tck=$(getconf CLK_TCK)
-cpu_ticks() {  # PIDS: user + system clock ticks of those processes so far
-  local t=0 f
-  for p in "$@"; do
-    read -r -a f <"/proc/$p/stat"
-    t=$((t + f[13] + f[14]))
-  done
-  echo "$t"
-}
 # "OPS_PER_S CPU_US_PER_OP" of one dueq-bench run; CPU counts the warm-up too, and so do
 # the ops it is divided by (at the measured rate).
 measure() {  # ADDRS SCENARIO QUEUE PIDS...
@@ -92,8 +76,6 @@ for round in $(seq 1 "$rounds"); do
     stop_all
   done
 done
-median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a / b }'; }
 printf '| %-16s | %-28s | %-28s | %s | %s |\n' "fsync always, $conns conns" "old ops/s (each round)" \
   "new ops/s (each round)" "new / old ops/s (medians)" "new / old CPU per op (medians)"
 printf '|---|---|---|---|---|\n'

@@ -18,25 +18,9 @@ bench=$root/$build/measure/bench/dueq-bench
 [ -x "$bench" ] || { echo "missing $bench: build first" >&2; exit 2; }
 work=$(mktemp -d /tmp/dueq-tls-cost.XXXXXX)
 pids=()
+source "$(dirname "$0")/alternate-lib.sh"
 cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$work"; }
 trap cleanup EXIT
-stop_all() {
-  for p in "${pids[@]}"; do
-    kill "$p" 2>/dev/null || true
-    for _ in $(seq 1 3000); do kill -0 "$p" 2>/dev/null || break; sleep 0.01; done
-    kill -9 "$p" 2>/dev/null || true
-  done
-  pids=()
-}
-clk_tck=$(getconf CLK_TCK)
-cpu_ticks() {
-  local t=0 f
-  for p in "$@"; do
-    read -r -a f <"/proc/$p/stat"
-    t=$((t + f[13] + f[14]))
-  done
-  echo "$t"
-}
 measure() {  # ADDRS SCENARIO QUEUE CONNS DEPTH TLSDIR PIDS...: "OPS_PER_S CPU_US_PER_OP"
   local addrs=$1 scenario=$2 queue=$3 conns=$4 depth=$5 tls=$6 before ops
   shift 6
@@ -80,8 +64,6 @@ for round in $(seq 1 "$rounds"); do
     stop_all
   done
 done
-median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a / b }'; }
 printf '| %-22s | %-24s | %-24s | %s | %s |\n' "fsync always" "TLS off ops/s (rounds)" \
   "TLS on ops/s (rounds)" "on / off ops/s (medians)" "on / off CPU per op (medians)"
 printf '|---|---|---|---|---|\n'
