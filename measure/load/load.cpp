@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "../../cmd/common/credential_flags.h"
 #include "client/client.h"
 
 using namespace dueq::client;
@@ -190,11 +191,18 @@ int main(int argc, char** argv) {
     app.add_option("--queue", run.queue, "queue name")->capture_default_str();
     app.add_option("--progress-file", run.progress_file,
                    "append one line a second: unix ms, ops and errors in that second");
+    dueq::client::Credentials credentials;
+    dueq::cmd::add_credential_flags(app, credentials);
     CLI11_PARSE(app, argc, argv);
+    ClientOptions with_credentials;
+    if (auto err = credentials.apply(with_credentials); !err.empty()) {
+        std::fprintf(stderr, "dueq-load: %s\n", err.c_str());
+        return 2;
+    }
 
     std::vector<std::unique_ptr<Client>> clients;
     for (int i = 0; i < run.connections; ++i) {
-        ClientOptions o;
+        ClientOptions o = with_credentials;
         o.seeds = run.addrs;
         o.call_timeout = std::chrono::milliseconds(10000);
         clients.push_back(std::make_unique<Client>(o));
