@@ -51,6 +51,7 @@ struct Pending {
     std::shared_ptr<Conn> conn;  // where it was queued or sent; null while waiting
     bool written = false;        // its bytes were handed to conn's socket
     Clock::time_point written_at;
+    std::string closed_under;  // why a connection it was written to closed (for messages)
     bool done = false;
 };
 using PendingPtr = std::shared_ptr<Pending>;
@@ -246,8 +247,11 @@ private:
         if (p->written) {
             const ConnPtr conn = p->conn;
             const auto sent = p->written_at;
-            Error e(Code::timeout,
-                    std::string(p->op) + " got no answer in time; it may or may not have been applied");
+            std::string why =
+                std::string(p->op) + " got no answer in time; it may or may not have been applied";
+            // A resent call: what closed its earlier connection is the likelier story.
+            if (!p->closed_under.empty()) why += " (before that: " + p->closed_under + ")";
+            Error e(Code::timeout, why);
             e.maybe_applied = true;
             finish(p, std::move(e));
             // Not one frame came back on that connection for the call's whole timeout: a
@@ -545,7 +549,10 @@ private:
             active_.reset();
             set_info("", std::nullopt);
         }
-        if (!conn->server_error.empty()) why += "; server said " + conn->server_error;
+        if (!conn->server_error.empty()) {
+            why += "; server said " + conn->server_error;
+            last_connect_error_ = conn->address + ": " + why;
+        }
         std::vector<PendingPtr> again;
         std::vector<PendingPtr> lost;
         for (auto& [id, p] : pending_) {
@@ -573,7 +580,10 @@ private:
             e.maybe_applied = true;
             finish(p, std::move(e));
         }
-        for (auto& p : again) detach(p);
+        for (auto& p : again) {
+            if (p->written) p->closed_under = conn->address + ": " + why;
+            detach(p);
+        }
         if (shutting_down_) return;
         if (!was_open && failures_in_round_ >= seeds_.size() && !again.empty()) {
             arm_backoff();

@@ -102,7 +102,9 @@ clients = "mutual"
         ctl_run(["ping"], no_cert, False, "without a client certificate")
         plaintext = {k: v for k, v in env_creds.items() if not k.startswith("DUEQ_CA")}
         plaintext = {k: v for k, v in plaintext.items() if k not in ("DUEQ_CERT", "DUEQ_KEY")}
-        ctl_run(["ping"], plaintext, False, "in plaintext")
+        r = ctl_run(["ping"], plaintext, False, "in plaintext")
+        if "TLS connections only" not in r.stderr:
+            return f"a plaintext client was not told the port takes TLS only: {r.stderr}"
         ctl_run(["--cert", f"{certs}/worker.pem", "ping"], env_creds | {"DUEQ_KEY": ""}, False,
                 "--cert without --key")
         for text in said + [open(os.path.join(work, "n1.log")).read()]:
