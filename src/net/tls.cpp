@@ -178,10 +178,20 @@ bool TlsSession::handshake() {
 }
 
 void TlsSession::flush_pending() {
-    if (pending_.empty()) return;
-    std::string p;
-    p.swap(pending_);
-    write(p.data(), p.size());
+    if (!established_ || pending_.empty()) return;
+    seal(pending_.data(), pending_.size());
+    pending_.clear();
+}
+
+void TlsSession::seal(const char* data, std::size_t n) {
+    // A memory BIO takes everything: SSL_write completes whole.
+    while (n > 0 && !failed_) {
+        clear_errors();
+        const int r = SSL_write(ssl_, data, int(std::min<std::size_t>(n, 1u << 30)));
+        if (r <= 0) return fail(openssl_error("write failed"));
+        data += r;
+        n -= std::size_t(r);
+    }
 }
 
 long TlsSession::read(char* out, std::size_t room) {
@@ -198,29 +208,23 @@ long TlsSession::read(char* out, std::size_t room) {
     return -1;
 }
 
+// Writes are gathered and sealed when the output is taken, so that a flight of small
+// frames (and a peer frame's 4-byte length prefix) becomes one record, not one each. A
+// large write with nothing gathered before it is sealed at once, without the copy.
 void TlsSession::write(const char* data, std::size_t n) {
     if (failed_ || n == 0) return;
-    if (!established_) {
-        pending_.append(data, n);
-        if (ctx_->role() == TlsRole::client) handshake();
-        return;
-    }
-    // A memory BIO takes everything: SSL_write completes whole.
-    while (n > 0) {
-        clear_errors();
-        const int r = SSL_write(ssl_, data, int(std::min<std::size_t>(n, 1u << 30)));
-        if (r <= 0) return fail(openssl_error("write failed"));
-        data += r;
-        n -= std::size_t(r);
-    }
+    if (established_ && pending_.empty() && n >= kSealAtOnceBytes) return seal(data, n);
+    pending_.append(data, n);
+    if (!established_ && ctx_->role() == TlsRole::client) handshake();
 }
 
 bool TlsSession::has_output() const {
-    return out_ && BIO_ctrl_pending(out_) > 0;
+    return out_ && (BIO_ctrl_pending(out_) > 0 || (established_ && !pending_.empty()));
 }
 
 void TlsSession::take_output(std::string& out) {
     if (!out_) return;
+    flush_pending();
     const std::size_t n = BIO_ctrl_pending(out_);
     if (n == 0) return;
     const std::size_t at = out.size();

@@ -81,8 +81,8 @@ class TlsSession {
     // 0 when more ciphertext is needed, -1 when the session failed (error()) or the other
     // side closed it.
     long read(char* out, std::size_t room);
-    // Plaintext to send; held until the handshake is done. A client's first call also
-    // starts the handshake.
+    // Plaintext to send; sealed into records by take_output (after the handshake). A
+    // client's first call also starts the handshake.
     void write(const char* data, std::size_t n);
     // Starts a client's handshake (its first flight goes to the output).
     void start();
@@ -101,12 +101,14 @@ class TlsSession {
     bool handshake();
     void fail(const std::string& what);
     void flush_pending();
+    void seal(const char* data, std::size_t n);
+    static constexpr std::size_t kSealAtOnceBytes = 16 * 1024;  // a full record
 
     std::shared_ptr<const TlsContext> ctx_;
     ssl_st* ssl_ = nullptr;
     bio_st* in_ = nullptr;   // ciphertext from the socket (owned by ssl_)
     bio_st* out_ = nullptr;  // ciphertext to the socket (owned by ssl_)
-    std::string pending_;    // plaintext written before the handshake was done
+    std::string pending_;    // plaintext written and not sealed yet (take_output seals it)
     bool established_ = false, failed_ = false;
     std::string error_;
 };
