@@ -107,8 +107,9 @@ class TlsSession {
     std::shared_ptr<const TlsContext> ctx_;
     ssl_st* ssl_ = nullptr;
     bio_st* in_ = nullptr;   // ciphertext from the socket (owned by ssl_)
-    bio_st* out_ = nullptr;  // ciphertext to the socket (owned by ssl_)
+    bio_st* out_ = nullptr;  // appends to sealed_ (owned by ssl_)
     std::string pending_;    // plaintext written and not sealed yet (take_output seals it)
+    std::string sealed_;     // ciphertext for the socket
     bool established_ = false, failed_ = false;
     std::string error_;
 };
