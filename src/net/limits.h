@@ -28,6 +28,9 @@ struct Limits {
     std::uint32_t frame_timeout_ms = limits::kFrameTimeoutMs.dflt;
     std::uint32_t idle_timeout_ms = limits::kIdleTimeoutMs.dflt;
     int max_depth = limits::kMaxDepth;
+    // The store budget (node/store_budget.h); unset: the node lowers it to half its RAM.
+    std::uint64_t max_store_bytes = limits::kMaxStoreBytes.dflt;
+    bool max_store_bytes_set = false;
 };
 
 // Reads a socket gets in one turn of the event loop while a sender keeps the buffer full

@@ -102,7 +102,7 @@ void NodeAdmin::on_request(const admin::HttpRequest& req, admin::HttpServer::Res
         if (reason.empty() && p == "/health") reason = unhealthy_reason();
         json body{{"node_id", node_.config_.node_id}, {"healthy", reason.empty()}};
         if (!reason.empty()) body["reason"] = reason;
-        if (auto warning = tls_warning(); !warning.empty()) body["warning"] = warning;
+        if (auto w = warning(); !w.empty()) body["warning"] = w;
         if (!node_.loading_) body["mode"] = to_string(node_.autonomy_->mode());
         return respond(json_response(reason.empty() ? 200 : 503, body.dump() + "\n"));
     }
@@ -133,6 +133,22 @@ std::string NodeAdmin::tls_warning() const {
     if (left_ms <= 0) return "the TLS certificate has expired";
     return "the TLS certificate expires in " + std::to_string(left_ms / 3'600'000) +
            " hours: renew it and send SIGHUP (docs/security.md)";
+}
+
+// From kWarnShare of the budget on: writes will soon be refused (store_full).
+std::string NodeAdmin::store_warning() const {
+    const std::uint64_t used = node_.shell_->store().memory_bytes(), limit = node_.budget_.limit();
+    if (double(used) < StoreBudget::kWarnShare * double(limit)) return {};
+    return "the store holds " + std::to_string(used * 100 / limit) +
+           "% of its budget ([limits] max_store_bytes): writes past it get store_full "
+           "(docs/config.md)";
+}
+
+std::string NodeAdmin::warning() const {
+    std::string out;
+    for (const std::string& w : {tls_warning(), node_.loading_ ? std::string() : store_warning()})
+        if (!w.empty()) out += (out.empty() ? "" : "; ") + w;
+    return out;
 }
 
 std::string NodeAdmin::unhealthy_reason() const {
@@ -192,7 +208,11 @@ json NodeAdmin::status_object() const {
            {"mode", s.mode},
            {"mode_ms", s.mode_ms},
            {"overlay", s.overlay},
+           {"store_bytes", node_.shell_->store().memory_bytes()},
+           {"store_limit_bytes", node_.budget_.limit()},
+           {"store_region_bytes", node_.shell_->store().region_bytes()},
            {"now_ms", node_.now_ms()}};
+    if (auto w = store_warning(); !w.empty()) j["store_warning"] = w;
     const std::string reason = unhealthy_reason();
     j["healthy"] = reason.empty();
     if (!reason.empty()) j["unhealthy_reason"] = reason;

@@ -330,6 +330,8 @@ void parse_limits(const toml::table& t, Config& c, const std::string& source) {
     ranged("max_in_flight", l.max_in_flight);
     ranged("frame_timeout_ms", l.frame_timeout_ms);
     ranged("idle_timeout_ms", l.idle_timeout_ms);
+    ranged("max_store_bytes", l.max_store_bytes);
+    l.max_store_bytes_set = t.contains("max_store_bytes");
     if (l.max_payload_bytes + l.max_key_bytes + limits::kFrameOverheadBytes > l.max_frame_bytes)
         fail(source, "[limits] max_frame_bytes must exceed max_payload_bytes + max_key_bytes + " +
                          std::to_string(limits::kFrameOverheadBytes));

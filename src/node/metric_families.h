@@ -38,6 +38,14 @@ inline constexpr Family kWrittenBytes{"dueq_storage_written_bytes_total", "count
     "Bytes handed to RocksDB in write batches."};
 inline constexpr Family kWriteBatches{"dueq_storage_write_batches_total", "counter", "RocksDB write batches."};
 inline constexpr Family kTasks{"dueq_tasks", "gauge", "Tasks in the store, every queue and status."};
+inline constexpr Family kStoreBytes{"dueq_store_bytes", "gauge",
+    "What the tasks take in memory, as the store budget counts it (docs/config.md)."};
+inline constexpr Family kStoreLimit{"dueq_store_limit_bytes", "gauge",
+    "The store budget ([limits] max_store_bytes): writes past it get store_full."};
+inline constexpr Family kStoreRegion{"dueq_store_region_bytes", "gauge",
+    "Bytes in use of the address range the task records live in."};
+inline constexpr Family kStoreRegionLimit{"dueq_store_region_limit_bytes", "gauge",
+    "The size of that range: a store that fills it cannot add a record."};
 inline constexpr Family kQueueTasks{"dueq_queue_tasks", "gauge",
     "Tasks by queue and status (ready includes delayed)."};
 inline constexpr Family kQueueDue{"dueq_queue_due_tasks", "gauge",
@@ -84,7 +92,7 @@ inline constexpr Family kOverlayRecords{"dueq_autonomy_overlay_records", "gauge"
 inline constexpr Family kHealthy{"dueq_healthy", "gauge", "1 when /health answers 200."};
 // clang-format on
 
-inline constexpr std::array<const Family*, 41> kAll{
+inline constexpr std::array<const Family*, 45> kAll{
     &kRequests,
     &kRequestDuration,
     &kRaftTerm,
@@ -101,6 +109,10 @@ inline constexpr std::array<const Family*, 41> kAll{
     &kWrittenBytes,
     &kWriteBatches,
     &kTasks,
+    &kStoreBytes,
+    &kStoreLimit,
+    &kStoreRegion,
+    &kStoreRegionLimit,
     &kQueueTasks,
     &kQueueDue,
     &kQueueLate,

@@ -95,6 +95,14 @@ void NodeAdmin::queue_metrics(admin::PromText& m) const {
     }
     m.family(metric::kTasks);
     m.sample(U(store.task_count()));
+    m.family(metric::kStoreBytes);
+    m.sample(U(store.memory_bytes()));
+    m.family(metric::kStoreLimit);
+    m.sample(U(node_.budget_.limit()));
+    m.family(metric::kStoreRegion);
+    m.sample(U(store.region_bytes()));
+    m.family(metric::kStoreRegionLimit);
+    m.sample(U(store.region_limit_bytes()));
     m.family(metric::kQueueTasks);
     for (const auto& [n, s] : stats)
         for (const auto& [status, count] : {std::pair{queue::Status::ready, s.ready},

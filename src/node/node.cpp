@@ -21,7 +21,14 @@ constexpr const char* kLeaderOnly = "consistency \"leader\" reads are served by 
 }  // namespace
 
 Node::Node(asio::io_context& io, Config config)
-    : io_(io), config_(std::move(config)), tick_timer_(io), timer_(io), stop_timer_(io) {}
+    : io_(io),
+      config_(std::move(config)),
+      tick_timer_(io),
+      timer_(io),
+      stop_timer_(io),
+      budget_(effective_store_budget(config_.limits.max_store_bytes,
+                                     config_.limits.max_store_bytes_set, physical_memory_bytes())) {
+}
 
 Node::~Node() {
     stop();
@@ -33,6 +40,11 @@ std::int64_t Node::now_ms() const {
 
 std::int64_t Node::store_now() const {
     return std::max(std::int64_t(shell_->applied().time), now_ms());
+}
+
+const queue::Store* Node::writable_store() const {
+    if (autonomy_->serving()) return shell_->fork();
+    return shell_->is_leader() ? &shell_->store() : nullptr;
 }
 
 std::string Node::refusal_to_serve(const std::string& why) const {
@@ -143,11 +155,15 @@ class Node::ConnReply final : public Replier {
     ConnReply(const ConnPtr& conn, std::uint64_t id, Node& node, std::size_t op,
               RequestMeter::Clock::time_point started)
         : conn_(conn), id_(id), node_(node), op_(op), started_(started) {}
+    // Bytes the store budget counts in flight for this write, until it is answered.
+    std::uint64_t budget_bytes = 0;
     bool open() const override {
         auto c = conn_.lock();
         return c && c->open();
     }
     void answer(const shell::Outcome& o) override {
+        node_.budget_.release(budget_bytes);
+        budget_bytes = 0;
         node_.metrics_.requests.record(op_, o.code, started_);
         auto c = conn_.lock();
         if (!c || !c->open()) return;
@@ -227,6 +243,14 @@ void Node::handle(const ConnPtr& conn, std::uint64_t id, net::Write& write, net:
     // The node's clock counts whole milliseconds, so a deadline of now + wait could pass up
     // to 1 ms before the wait has: one more keeps a blocking take from answering early.
     const std::int64_t wait_ms = write.wait_ms > 0 ? write.wait_ms + 1 : 0;
+    if (const queue::Store* store = writable_store()) {
+        auto admitted = budget_.admit(*store, write.command);
+        if (auto* refusal = std::get_if<std::string>(&admitted)) {
+            shell::Outcome o{Code::store_full, std::move(*refusal), nullptr, nullptr, 0, 0};
+            return reply->answer(o);
+        }
+        reply->budget_bytes = std::get<std::uint64_t>(admitted);
+    }
     if (autonomy_->serving()) {
         if (autonomy_->submit(std::move(write.command), wait_ms, std::move(reply), now_ms()))
             arm_timer();

@@ -37,6 +37,7 @@
 #include "node/planted_defects.h"
 #include "node/raft_io.h"
 #include "node/replies.h"
+#include "node/store_budget.h"
 #include "node/write_path.h"
 #include "queue/store.h"
 #include "shard/router.h"
@@ -163,6 +164,9 @@ class Node {
     std::string member_name(std::uint64_t raft_id) const;
     std::int64_t now_ms() const;
     std::int64_t store_now() const;  // the store's time, or the clock if later
+    // The store writes go to now (the leader's, or an autonomous node's fork); nullptr
+    // when this node does not accept writes.
+    const queue::Store* writable_store() const;
 
     // The HTTP admin reads the node's state (node_admin.h).
     friend class NodeAdmin;
@@ -203,6 +207,7 @@ class Node {
     std::unique_ptr<shard::Router> router_;
     NodeTls tls_;
     std::size_t own_shard_ = 0;
+    StoreBudget budget_;  // [limits] max_store_bytes: writes past it are refused
 };
 
 }  // namespace dueq::node

@@ -33,6 +33,8 @@ class NodeAdmin {
     // Empty when healthy, else why not.
     std::string unhealthy_reason() const;
     std::string tls_warning() const;
+    std::string store_warning() const;
+    std::string warning() const;  // every warning above, joined
     std::string metrics_text() const;
 
   private:

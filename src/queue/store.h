@@ -167,6 +167,17 @@ class Store {
     // Bytes the store holds beyond keys and payloads (task records, index nodes,
     // hash buckets), by its own accounting.
     std::size_t overhead_bytes() const;
+    // What the tasks take: live records with their keys and payloads, the key table, the
+    // leases and the queues; free blocks not counted, so deleting tasks lowers it. What the
+    // node's store budget ([limits] max_store_bytes) is measured in.
+    std::size_t memory_bytes() const;
+    // The task records' range of address space (task_region.h): bytes in use, and its size
+    // (its end is a wall: a store that reaches it cannot add a record).
+    std::size_t region_bytes() const;
+    std::size_t region_limit_bytes() const;
+    // Key and payload bytes of one task (the record's size, less a fixed header), if it
+    // exists: what a put that replaces it frees.
+    std::optional<std::size_t> content_bytes(std::string_view queue, std::string_view key) const;
 
     // Test builds only (see StoreDefect); a no-op in others.
     void plant(StoreDefect defect);

@@ -175,27 +175,62 @@ std::uint64_t Store::count_due(std::string_view queue, Millis now, std::uint64_t
     return n;
 }
 
-std::size_t Store::overhead_bytes() const {
-    // Node sizes of the standard containers are estimates (three pointers and a color
-    // for a tree node, one pointer plus the hash for an unordered node).
-    constexpr std::size_t kTreeNode = 32;
-    constexpr std::size_t kHashNode = 16;
-    const Impl& s = *impl_;
-    std::size_t bytes = sizeof(Impl);
-    // Task records: what the arena reserved minus the key and payload bytes in it
-    // (so rounding, free blocks and unused slab tails count as overhead).
-    bytes += s.arena.reserved_bytes() - s.arena.content_bytes + s.table.memory_bytes();
+namespace {
+// Node sizes of the standard containers are estimates (three pointers and a color for a
+// tree node, one pointer plus the hash for an unordered node).
+constexpr std::size_t kTreeNode = 32;
+constexpr std::size_t kHashNode = 16;
+
+// What the store holds beside its task records: the key table, leases, sessions, the
+// calendar and the queues. O(queues).
+std::size_t index_bytes(const detail::StoreState& s) {
+    std::size_t bytes = sizeof(detail::StoreState) + s.table.memory_bytes();
     bytes += s.leases.size() * (kHashNode + sizeof(const Task*) + sizeof(detail::LeaseRec));
     bytes += s.leases.bucket_count() * sizeof(void*);
     bytes += s.session_leases.size() * (kTreeNode + sizeof(detail::SessionLease));
     bytes += s.calendar.size() * (kTreeNode + sizeof(std::pair<Millis, std::uint16_t>));
+    for (const Queue* q : s.queues)
+        bytes += sizeof(Queue) + q->name.capacity() + kTreeNode + sizeof(void*);
+    // Keys of deleted tasks are remembered for a while; their bytes are not counted (that
+    // would walk them), which deleting the task's record more than makes up for.
+    bytes += s.tombstones.size() *
+             (2 * kTreeNode + sizeof(*s.tombstones.begin()) + sizeof(*s.tombstone_expiry.begin()));
+    return bytes;
+}
+}  // namespace
+
+std::size_t Store::overhead_bytes() const {
+    const auto& s = *impl_;
+    // Task records: what the arena reserved minus the key and payload bytes in it
+    // (so rounding, free blocks and unused slab tails count as overhead).
+    std::size_t bytes = index_bytes(s) + s.arena.reserved_bytes() - s.arena.content_bytes;
     bytes += s.changes.capacity() * sizeof(s.changes[0]);
     for (const auto& c : s.changes)
         bytes += c.second.capacity() > 15 ? c.second.capacity() : 0;
-    for (const Queue* q : s.queues) {
-        bytes += sizeof(Queue) + q->name.capacity() + kTreeNode + sizeof(void*);
-    }
     return bytes;
+}
+
+// Unlike overhead_bytes(), constant time in the number of tasks and of changes: the
+// leader asks before every write it admits.
+std::size_t Store::memory_bytes() const {
+    return index_bytes(*impl_) + impl_->arena.used_bytes();
+}
+
+std::size_t Store::region_bytes() const {
+    return impl_->region.slab_bytes_in_use();
+}
+
+std::size_t Store::region_limit_bytes() const {
+    const std::size_t reserved = impl_->region.reserved_bytes();
+    return reserved != 0 ? reserved : detail::TaskRegion::kMaxBytes;
+}
+
+std::optional<std::size_t> Store::content_bytes(std::string_view queue,
+                                                std::string_view key) const {
+    const Queue* q = impl_->find_queue(queue);
+    const Task* t = q ? impl_->table.find(q->id, key) : nullptr;
+    if (t == nullptr) return std::nullopt;
+    return t->key().size() + t->payload().size();
 }
 
 }  // namespace dueq::queue

@@ -24,10 +24,11 @@ enum class Code : std::uint8_t {
     unauthorized,
     internal,
     wrong_shard,  // the key belongs to another shard and the client asked for a redirect
+    store_full,   // the write would take the store past its budget ([limits] max_store_bytes)
     unknown,      // client side: a code this version does not know (never sent)
 };
 
-inline constexpr std::array<std::pair<Code, std::string_view>, 14> kCodeNames{{
+inline constexpr std::array<std::pair<Code, std::string_view>, 15> kCodeNames{{
     {Code::ok, "ok"},
     {Code::bad_request, "bad_request"},
     {Code::not_found, "not_found"},
@@ -41,6 +42,7 @@ inline constexpr std::array<std::pair<Code, std::string_view>, 14> kCodeNames{{
     {Code::unauthorized, "unauthorized"},
     {Code::internal, "internal"},
     {Code::wrong_shard, "wrong_shard"},
+    {Code::store_full, "store_full"},
     {Code::unknown, "unknown"},
 }};
 

@@ -40,12 +40,18 @@ inline constexpr Range kMaxConnectionsPerAddress{1'000, 1, 10'000'000};
 inline constexpr Range kMaxInFlight{1'024, 1, 1'000'000};
 inline constexpr Range kFrameTimeoutMs{10'000, 10, 3'600'000};
 inline constexpr Range kIdleTimeoutMs{600'000, 10, 86'400'000};
+// The store budget: a leader refuses writes that would take its tasks past it
+// (`store_full`). Its ceiling stays a GiB under the 16 GiB range the task records live in
+// (queue/task_region.h), so no replica reaches that wall. Left unset, a node uses the
+// default or half its machine's RAM, whichever is less.
+inline constexpr std::uint64_t kGiB = std::uint64_t{1} << 30;
+inline constexpr Range kMaxStoreBytes{8 * kGiB, 1 * kMiB, 15 * kGiB};
 // The table docs/config.md gives, by config key.
 struct ConfigLimit {
     std::string_view key;
     Range range;
 };
-inline constexpr std::array<ConfigLimit, 10> kConfigLimits{{
+inline constexpr std::array<ConfigLimit, 11> kConfigLimits{{
     {"max_frame_bytes", kMaxFrameBytes},
     {"max_key_bytes", kMaxKeyBytes},
     {"max_payload_bytes", kMaxPayloadBytes},
@@ -56,6 +62,7 @@ inline constexpr std::array<ConfigLimit, 10> kConfigLimits{{
     {"max_in_flight", kMaxInFlight},
     {"frame_timeout_ms", kFrameTimeoutMs},
     {"idle_timeout_ms", kIdleTimeoutMs},
+    {"max_store_bytes", kMaxStoreBytes},
 }};
 // The range of a key of kConfigLimits; a key not there is a compile error where the call
 // is a constant expression, and std::out_of_range otherwise.
@@ -98,7 +105,8 @@ static_assert(in_range(kMaxFrameBytes, kMaxFrameBytes.dflt) &&
                   in_range(kMaxConnectionsPerAddress, kMaxConnectionsPerAddress.dflt) &&
                   in_range(kMaxInFlight, kMaxInFlight.dflt) &&
                   in_range(kFrameTimeoutMs, kFrameTimeoutMs.dflt) &&
-                  in_range(kIdleTimeoutMs, kIdleTimeoutMs.dflt),
+                  in_range(kIdleTimeoutMs, kIdleTimeoutMs.dflt) &&
+                  in_range(kMaxStoreBytes, kMaxStoreBytes.dflt),
               "every default is in its range");
 
 }  // namespace dueq::limits

@@ -90,7 +90,8 @@ TEST_CASE("the config parser takes its defaults and ranges from the header") {
         {"max_connections_per_address", dflt.limits.max_connections_per_address},
         {"max_in_flight", dflt.limits.max_in_flight},
         {"frame_timeout_ms", dflt.limits.frame_timeout_ms},
-        {"idle_timeout_ms", dflt.limits.idle_timeout_ms}};
+        {"idle_timeout_ms", dflt.limits.idle_timeout_ms},
+        {"max_store_bytes", dflt.limits.max_store_bytes}};
     for (const auto& l : limits::kConfigLimits) {
         INFO(l.key);
         CHECK(parsed.at(l.key) == l.range.dflt);

@@ -93,7 +93,8 @@ class Cluster:
     def __init__(self, build, workdir, size=3, power_cut=False, faketime=False, plant=None,
                  election_ms=1000, heartbeat_ms=100, grace_ms=2000, ttr_ms=3000, log=print,
                  autonomy_after_ms=0, admin=False, prefix="n", cluster_id="chaos", shard=None,
-                 spares=0, snapshot_entries=2000, log_keep=500, tls=False, certs_dir=None):
+                 spares=0, snapshot_entries=2000, log_keep=500, tls=False, certs_dir=None,
+                 limits=None):
         self.build = build
         self.dir = workdir
         # The members now; they change with add_member/remove_member. `spares` more names
@@ -112,6 +113,7 @@ class Cluster:
         # process's DUEQ_CACERT then names the CA, so every tool started here (dueqctl, the
         # workload) speaks TLS. Otherwise peer links in clear, said so.
         self.tls = tls
+        self.limits = limits or {}  # [limits] keys and values for every node's config
         self.certs_dir = certs_dir or os.path.join(workdir, "tls")  # shared by a sharded run
         # (name, map file): this cluster is one shard of a sharded dueq (docs/sharding.md).
         self.shard = shard
@@ -251,6 +253,8 @@ class Cluster:
                          if self.shard else "")
         dial = ", ".join(f'{m} = "127.0.0.1:{self.link_port[f"{n}-{m}"]}"'
                          for m in self.all_ids if m != n)
+        limits_section = "".join(f"{k} = {v}\n" for k, v in self.limits.items())
+        limits_section = f"\n[limits]\n{limits_section}" if limits_section else ""
         if self.tls:
             certs = self.make_certs()
             tls_section = (f'\n[tls]\nca_file = "{certs}/ca.pem"\ncert_file = "{certs}/{n}.pem"\n'
@@ -294,7 +298,7 @@ autonomous = {"true" if self.autonomy_after_ms else "false"}
 
 [queues.strict]
 ttr_ms = {self.ttr_ms}
-{admin_section}"""
+{admin_section}{limits_section}"""
 
     def make_certs(self):
         """The run's CA and a certificate per node name (made once); returns their dir."""
