@@ -79,9 +79,10 @@ void PromText::sample(std::string_view name, const Labels& labels, std::uint64_t
 }
 
 void PromText::histogram(std::string_view name, const Labels& labels, const Histogram& h) {
-    for (std::size_t i = 0; i <= Histogram::kBounds.size(); ++i) {
+    const auto bounds = h.bounds();
+    for (std::size_t i = 0; i <= bounds.size(); ++i) {
         const std::pair<std::string_view, std::string> le{
-            "le", i < Histogram::kBounds.size() ? number(Histogram::kBounds[i]) : "+Inf"};
+            "le", i < bounds.size() ? number(bounds[i]) : "+Inf"};
         series(name, "_bucket", labels, &le);
         out_ += ' ';
         out_ += std::to_string(h.cumulative(i));

@@ -43,6 +43,7 @@ class PromText {
     void sample(const Labels& labels, double value) { sample(current_, labels, value); }
     void sample(const Labels& labels, std::uint64_t value) { sample(current_, labels, value); }
     void sample(std::uint64_t value) { sample(current_, {}, value); }
+    void sample(double value) { sample(current_, {}, value); }
     void histogram(const Labels& labels, const Histogram& h) { histogram(current_, labels, h); }
 
     const std::string& text() const { return out_; }

@@ -15,7 +15,11 @@ using admin::Family;
 inline constexpr Family kRequests{"dueq_requests_total", "counter",
     "Client requests answered, by op and result code (invalid: the frame did not decode)."};
 inline constexpr Family kRequestDuration{"dueq_request_duration_seconds", "histogram",
-    "Time from a request's frame to its answer, by op; blocking takes include their wait."};
+    "Time from a request's frame to its answer, by op; a blocking take's wait is left out."};
+inline constexpr Family kTakeWait{"dueq_take_wait_seconds", "histogram",
+    "Each wait of a blocking take parked on the leader until a task came due or its wait ran out."};
+inline constexpr Family kRefreshMargin{"dueq_refresh_margin_seconds", "histogram",
+    "Acks on the leader: the task's time minus when it was acked (negative: acked late)."};
 inline constexpr Family kRaftTerm{"dueq_raft_term", "gauge", "The Raft term this node is in."};
 inline constexpr Family kRaftIsLeader{"dueq_raft_is_leader", "gauge", "1 if this node is the leader."};
 inline constexpr Family kRaftHasLeader{"dueq_raft_has_leader", "gauge", "1 if this node knows a leader."};
@@ -37,6 +41,8 @@ inline constexpr Family kFsyncDuration{"dueq_storage_fsync_duration_seconds", "h
 inline constexpr Family kWrittenBytes{"dueq_storage_written_bytes_total", "counter",
     "Bytes handed to RocksDB in write batches."};
 inline constexpr Family kWriteBatches{"dueq_storage_write_batches_total", "counter", "RocksDB write batches."};
+inline constexpr Family kStorageSize{"dueq_storage_size_bytes", "gauge",
+    "Bytes of the files in the node's data dir (RocksDB's tables and logs)."};
 inline constexpr Family kTasks{"dueq_tasks", "gauge", "Tasks in the store, every queue and status."};
 inline constexpr Family kStoreBytes{"dueq_store_bytes", "gauge",
     "What the tasks take in memory, as the store budget counts it (docs/config.md)."};
@@ -49,9 +55,11 @@ inline constexpr Family kStoreRegionLimit{"dueq_store_region_limit_bytes", "gaug
 inline constexpr Family kQueueTasks{"dueq_queue_tasks", "gauge",
     "Tasks by queue and status (ready includes delayed)."};
 inline constexpr Family kQueueDue{"dueq_queue_due_tasks", "gauge",
-    "Ready tasks due now (time - lead_ms has passed), counted up to 10000."};
+    "Ready tasks due now (time - lead_ms has passed), counted up to 100000 (dueq_queue_count_capped)."};
 inline constexpr Family kQueueLate{"dueq_queue_late_tasks", "gauge",
-    "Ready tasks whose time has passed, counted up to 10000."};
+    "Ready tasks whose time has passed, counted up to 100000 (dueq_queue_count_capped)."};
+inline constexpr Family kQueueCountCapped{"dueq_queue_count_capped", "gauge",
+    "1 when the due or late count of a queue stopped at its cap of 100000: there are more."};
 inline constexpr Family kQueueOldestLate{"dueq_queue_oldest_late_age_seconds", "gauge",
     "How long ago the time of the oldest late ready task passed (0: none late)."};
 inline constexpr Family kQueuePuts{"dueq_queue_puts_total", "counter", "Puts applied."};
@@ -71,8 +79,8 @@ inline constexpr Family kSnapshotSends{"dueq_snapshot_sends_total", "counter",
 inline constexpr Family kSnapshotInstalls{"dueq_snapshot_installs_total", "counter",
     "Snapshots from the leader installed."};
 inline constexpr Family kPeerUp{"dueq_peer_up", "gauge", "1 while the link to a peer is up."};
-inline constexpr Family kPeerRtt{"dueq_peer_rtt_seconds", "gauge",
-    "The latest heartbeat round trip to a peer (measured by the leader)."};
+inline constexpr Family kPeerRtt{"dueq_peer_rtt_seconds", "histogram",
+    "Heartbeat round trips to a peer, measured by the leader."};
 inline constexpr Family kPeerLag{"dueq_peer_lag_entries", "gauge",
     "Log entries the leader has that a peer is not known to have."};
 inline constexpr Family kMembers{"dueq_members", "gauge",
@@ -90,11 +98,25 @@ inline constexpr Family kMode{"dueq_mode", "gauge",
 inline constexpr Family kOverlayRecords{"dueq_autonomy_overlay_records", "gauge",
     "Writes made in autonomous mode not merged into the majority yet."};
 inline constexpr Family kHealthy{"dueq_healthy", "gauge", "1 when /health answers 200."};
+// Prometheus's process collector: the same names every client library exports.
+inline constexpr Family kProcessResident{"process_resident_memory_bytes", "gauge",
+    "Resident memory size in bytes."};
+inline constexpr Family kProcessVirtual{"process_virtual_memory_bytes", "gauge",
+    "Virtual memory size in bytes."};
+inline constexpr Family kProcessCpu{"process_cpu_seconds_total", "counter",
+    "Total user and system CPU time spent in seconds."};
+inline constexpr Family kProcessOpenFds{"process_open_fds", "gauge", "Number of open file descriptors."};
+inline constexpr Family kProcessMaxFds{"process_max_fds", "gauge",
+    "Maximum number of open file descriptors."};
+inline constexpr Family kProcessStart{"process_start_time_seconds", "gauge",
+    "Start time of the process since unix epoch in seconds."};
 // clang-format on
 
-inline constexpr std::array<const Family*, 45> kAll{
+inline constexpr std::array<const Family*, 55> kAll{
     &kRequests,
     &kRequestDuration,
+    &kTakeWait,
+    &kRefreshMargin,
     &kRaftTerm,
     &kRaftIsLeader,
     &kRaftHasLeader,
@@ -108,6 +130,7 @@ inline constexpr std::array<const Family*, 45> kAll{
     &kFsyncDuration,
     &kWrittenBytes,
     &kWriteBatches,
+    &kStorageSize,
     &kTasks,
     &kStoreBytes,
     &kStoreLimit,
@@ -116,6 +139,7 @@ inline constexpr std::array<const Family*, 45> kAll{
     &kQueueTasks,
     &kQueueDue,
     &kQueueLate,
+    &kQueueCountCapped,
     &kQueueOldestLate,
     &kQueuePuts,
     &kQueueTakes,
@@ -138,6 +162,12 @@ inline constexpr std::array<const Family*, 45> kAll{
     &kMode,
     &kOverlayRecords,
     &kHealthy,
+    &kProcessResident,
+    &kProcessVirtual,
+    &kProcessCpu,
+    &kProcessOpenFds,
+    &kProcessMaxFds,
+    &kProcessStart,
 };
 
 }  // namespace dueq::node::metric

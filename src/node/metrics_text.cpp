@@ -1,5 +1,8 @@
 // /metrics: the node's state and counters in the Prometheus text format, one family of
 // node/metric_families.h at a time (docs/admin.md lists every series).
+#include <filesystem>
+
+#include "admin/process_metrics.h"
 #include "admin/prometheus.h"
 #include "common/version.h"
 #include "node/metric_families.h"
@@ -10,6 +13,23 @@
 namespace dueq::node {
 
 using U = std::uint64_t;
+
+namespace {
+// Every file under `dir` (RocksDB keeps a few hundred at most).
+std::uint64_t directory_bytes(const std::string& dir) {
+    std::uint64_t bytes = 0;
+    std::error_code ec;
+    for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
+         !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+        std::error_code size_ec;
+        if (it->is_regular_file(size_ec)) {
+            const auto n = it->file_size(size_ec);
+            if (!size_ec) bytes += n;
+        }
+    }
+    return bytes;
+}
+}  // namespace
 
 std::string NodeAdmin::metrics_text() const {
     admin::PromText m;
@@ -23,6 +43,8 @@ std::string NodeAdmin::metrics_text() const {
         m.family(metric::kWriteBatches);
         m.sample(w->batches.load(std::memory_order_relaxed));
     }
+    m.family(metric::kStorageSize);
+    m.sample(U(directory_bytes(node_.config_.data_dir)));
     queue_metrics(m);
     m.family(metric::kSessions);
     m.sample(U(node_.writes_->sessions().size()));
@@ -41,22 +63,44 @@ std::string NodeAdmin::metrics_text() const {
     m.sample(U(node_.autonomy_->overlay_size()));
     m.family(metric::kHealthy);
     m.sample(U(unhealthy_reason().empty() ? 1 : 0));
+    process_metrics(m);
     return m.text();
 }
 
 void NodeAdmin::request_metrics(admin::PromText& m) const {
     const auto& rq = node_.metrics_.requests;
+    // Every op and code from the start, zeros included, so that rate() and alerts see a
+    // series before its first event. `unknown` is the client's own code, never answered.
     m.family(metric::kRequests);
     for (std::size_t op = 0; op < RequestMeter::kOps; ++op)
         for (std::size_t code = 0; code < RequestMeter::kCodes; ++code)
-            if (const U n = rq.count(op, code))
+            if (wire::Code(code) != wire::Code::unknown)
                 m.sample({{"op", RequestMeter::op_name(op)},
                           {"code", std::string(wire::code_name(wire::Code(code)))}},
-                         n);
+                         rq.count(op, code));
     m.family(metric::kRequestDuration);
     for (std::size_t op = 0; op < RequestMeter::kOps; ++op)
-        if (rq.latency(op).count() > 0)
-            m.histogram({{"op", RequestMeter::op_name(op)}}, rq.latency(op));
+        m.histogram({{"op", RequestMeter::op_name(op)}}, rq.latency(op));
+    m.family(metric::kTakeWait);
+    m.histogram({}, node_.metrics_.take_wait);
+    m.family(metric::kRefreshMargin);
+    m.histogram({}, node_.metrics_.refresh_margin);
+}
+
+void NodeAdmin::process_metrics(admin::PromText& m) const {
+    const admin::ProcessFigures p = admin::read_process_figures();
+    m.family(metric::kProcessResident);
+    m.sample(p.resident_bytes);
+    m.family(metric::kProcessVirtual);
+    m.sample(p.virtual_bytes);
+    m.family(metric::kProcessCpu);
+    m.sample(p.cpu_seconds);
+    m.family(metric::kProcessOpenFds);
+    m.sample(p.open_fds);
+    m.family(metric::kProcessMaxFds);
+    m.sample(p.max_fds);
+    m.family(metric::kProcessStart);
+    m.sample(p.start_time_seconds);
 }
 
 void NodeAdmin::raft_metrics(admin::PromText& m) const {
@@ -90,7 +134,7 @@ void NodeAdmin::queue_metrics(admin::PromText& m) const {
     std::vector<std::pair<std::string, queue::QueueStats>> stats;
     std::vector<queue::QueueCounters> counters;
     for (const auto& n : names) {
-        stats.emplace_back(n, store.stats(n, now));
+        stats.emplace_back(n, store.stats(n, now, queue::Store::kMetricsCountCap));
         counters.push_back(store.counters(n));
     }
     m.family(metric::kTasks);
@@ -116,6 +160,11 @@ void NodeAdmin::queue_metrics(admin::PromText& m) const {
     m.family(metric::kQueueLate);
     for (const auto& [n, s] : stats)
         m.sample({{"queue", n}}, s.late_now);
+    m.family(metric::kQueueCountCapped);
+    for (const auto& [n, s] : stats) {
+        m.sample({{"queue", n}, {"figure", "due"}}, U(s.due_now_capped ? 1 : 0));
+        m.sample({{"queue", n}, {"figure", "late"}}, U(s.late_now_capped ? 1 : 0));
+    }
     m.family(metric::kQueueOldestLate);
     for (const auto& [n, s] : stats)
         m.sample({{"queue", n}}, s.oldest_late ? double(now - *s.oldest_late) / 1000.0 : 0.0);
@@ -163,8 +212,7 @@ void NodeAdmin::peer_metrics(admin::PromText& m) const {
     });
     m.family(metric::kPeerRtt);
     others([&](std::size_t id, const admin::Labels& peer) {
-        const auto* seen = io.peer_seen(id);
-        if (seen && seen->rtt_us >= 0) m.sample(peer, double(seen->rtt_us) / 1e6);
+        if (const auto* seen = io.peer_seen(id)) m.histogram(peer, seen->rtt);
     });
     if (!node_.is_leader()) return;
     const raft::Raft& raft = node_.shell_->raft();

@@ -34,6 +34,7 @@ class NodeAdmin {
     std::string unhealthy_reason() const;
     std::string tls_warning() const;
     std::string store_warning() const;
+    void process_metrics(admin::PromText& m) const;
     std::string warning() const;  // every warning above, joined
     std::string metrics_text() const;
 

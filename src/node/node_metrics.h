@@ -74,6 +74,15 @@ struct NodeMetrics {
     static constexpr std::size_t kRateSamples = 13;  // twelve intervals of 5 s
     static constexpr std::int64_t kSampleMs = 5000;
     static constexpr std::size_t kKeptSamples = 120;  // ten minutes
+
+    // Each wait a blocking take spent parked on the leader (its request duration leaves
+    // the wait out).
+    Histogram take_wait;
+    // Acks on the leader: the task's time minus when the ack came, so how early it was
+    // refreshed; negative when the task was already late.
+    static constexpr std::array<double, 15> kMarginBounds{-3600, -600, -300, -60, -10, -1,   0,   1,
+                                                          10,    30,   60,   300, 600, 1800, 3600};
+    Histogram refresh_margin{kMarginBounds};
 };
 
 }  // namespace dueq::node

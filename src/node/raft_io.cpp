@@ -272,6 +272,7 @@ void RaftIo::on_peer_frame(std::uint64_t from, std::string_view payload) {
             seen.rtt_us = std::chrono::duration_cast<std::chrono::microseconds>(
                               std::chrono::steady_clock::now() - seen.heartbeat_sent)
                               .count();
+            seen.rtt.record_us(std::uint64_t(std::max<std::int64_t>(seen.rtt_us, 0)));
             seen.heartbeat_sent = {};
         }
     }

@@ -23,6 +23,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/histogram.h"
 #include "net/log_limiter.h"
 #include "net/peer_mesh.h"
 #include "node/autonomy.h"
@@ -84,6 +85,7 @@ class RaftIo final : public shell::Storage, public shell::Transport, public Over
     struct PeerSeen {
         std::int64_t last_heard_ms = -1;  // node clock; -1: never
         std::int64_t rtt_us = -1;         // the latest heartbeat round trip (leader); -1: none
+        Histogram rtt;                    // every heartbeat round trip (leader)
         std::chrono::steady_clock::time_point heartbeat_sent{};  // {}: none outstanding
     };
     const PeerSeen* peer_seen(std::uint64_t peer) const {

@@ -20,6 +20,9 @@ class Replier {
     virtual bool open() const = 0;
     // The outcome: ok with the command's result, or an error code and message.
     virtual void answer(const shell::Outcome& outcome) = 0;
+    // A blocking take stopped waiting on the leader (woken, or its wait ran out): what
+    // follows is its own latency, what came before was waiting.
+    virtual void unparked() {}
 
   private:
     // The write path's notes on the request it answers. They live here, not in the

@@ -52,6 +52,7 @@ std::vector<TakeWaiters::Waiter> TakeWaiters::expire(std::int64_t now) {
         out.push_back(std::move(it->second));
         by_id_.erase(it);
         forget(out.back().take.queue);
+        if (out.back().to) out.back().to->unparked();
     }
     return out;
 }
@@ -79,6 +80,7 @@ std::vector<TakeWaiters::Waiter> TakeWaiters::pop(const std::string& queue,
         out.push_back(std::move(it->second));
         by_id_.erase(it);
         forget(queue);
+        if (out.back().to) out.back().to->unparked();
     }
     return out;
 }

@@ -47,11 +47,11 @@ struct TaskView {
 
 struct QueueStats {
     std::uint64_t ready = 0, taken = 0, buried = 0, done = 0;
-    std::uint64_t due_now = 0;          // ready and due at `now`, counted up to 10,000
-    bool due_now_capped = false;        // due_now stopped counting at 10,000
+    std::uint64_t due_now = 0;          // ready and due at `now`, counted up to a cap
+    bool due_now_capped = false;        // due_now stopped counting at the cap
     std::optional<Millis> next_due;     // smallest time - lead_ms among ready tasks
     std::optional<Millis> oldest_late;  // smallest time among ready tasks with time < now
-    std::uint64_t late_now = 0;         // ready with time < now, counted up to 10,000
+    std::uint64_t late_now = 0;         // ready with time < now, counted up to the cap
     bool late_now_capped = false;
 };
 
@@ -142,7 +142,13 @@ class Store {
     QueueSettings default_settings() const;
 
     std::optional<TaskView> get(std::string_view queue, std::string_view key) const;
-    QueueStats stats(std::string_view queue, Millis now) const;
+    // The due and late counts walk the due order up to `count_cap` tasks (no order
+    // statistics in the trees): a `stats` op counts up to kStatsCountCap, a metrics scrape
+    // up to kMetricsCountCap.
+    static constexpr std::uint64_t kStatsCountCap = 10'000;
+    static constexpr std::uint64_t kMetricsCountCap = 100'000;
+    QueueStats stats(std::string_view queue, Millis now,
+                     std::uint64_t count_cap = kStatsCountCap) const;
     QueueCounters counters(std::string_view queue) const;  // zero for an unknown queue
     std::vector<std::string> queue_names() const;
     std::size_t task_count() const;
@@ -178,6 +184,8 @@ class Store {
     // Key and payload bytes of one task (the record's size, less a fixed header), if it
     // exists: what a put that replaces it frees.
     std::optional<std::size_t> content_bytes(std::string_view queue, std::string_view key) const;
+    // The time of one task, if it exists (without copying it, as get() would).
+    std::optional<Millis> task_time(std::string_view queue, std::string_view key) const;
 
     // Test builds only (see StoreDefect); a no-op in others.
     void plant(StoreDefect defect);

@@ -31,8 +31,6 @@ namespace dueq::queue::detail {
 inline constexpr Millis kMaxTime = (Millis{1} << 46) - 1;      // ~ year 4200
 inline constexpr Millis kMaxDuration = (Millis{1} << 40) - 1;  // ~ 34 years
 inline constexpr std::int64_t kShareScale = 1'000'000;         // late_share in ppm
-// stats() counts due tasks one by one up to this many (see QueueStats::due_now_capped).
-inline constexpr std::uint64_t kDueCountCap = 10'000;
 // A log time comes from the leader's clock. Clamped, any time the store derives from it
 // fits the task record's 48-bit fields (task.h).
 inline Millis clamp_log_time(Millis t) {

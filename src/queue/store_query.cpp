@@ -58,7 +58,7 @@ std::optional<TaskView> Store::get(std::string_view queue, std::string_view key)
 }
 
 // Counts reflect the last apply()/advance(); the due figures are computed at `now`.
-QueueStats Store::stats(std::string_view queue, Millis now) const {
+QueueStats Store::stats(std::string_view queue, Millis now, std::uint64_t count_cap) const {
     QueueStats st;
     const Queue* q = impl_->find_queue(queue);
     if (q == nullptr) return st;
@@ -74,7 +74,7 @@ QueueStats Store::stats(std::string_view queue, Millis now) const {
     // ten-million-task store from costing a full scan.
     const Millis horizon = sat_add(now, q->settings.lead_ms);
     for (auto it = q->ready.begin(); it != q->ready.end() && it->time <= horizon; ++it) {
-        if (st.due_now == detail::kDueCountCap) {
+        if (st.due_now == count_cap) {
             st.due_now_capped = true;
             break;
         }
@@ -223,6 +223,13 @@ std::size_t Store::region_bytes() const {
 std::size_t Store::region_limit_bytes() const {
     const std::size_t reserved = impl_->region.reserved_bytes();
     return reserved != 0 ? reserved : detail::TaskRegion::kMaxBytes;
+}
+
+std::optional<Millis> Store::task_time(std::string_view queue, std::string_view key) const {
+    const Queue* q = impl_->find_queue(queue);
+    const Task* t = q ? impl_->table.find(q->id, key) : nullptr;
+    if (t == nullptr) return std::nullopt;
+    return t->time;
 }
 
 std::optional<std::size_t> Store::content_bytes(std::string_view queue,

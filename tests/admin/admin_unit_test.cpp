@@ -36,6 +36,26 @@ TEST_CASE("a histogram's buckets are cumulative and its count is the +Inf bucket
     CHECK(h.sum_seconds() == Approx(60.002041));
 }
 
+TEST_CASE("a histogram with bounds of its own takes negative values (the refresh margin)") {
+    static constexpr std::array<double, 3> bounds{-60, 0, 60};
+    Histogram h(bounds);
+    h.record_signed_us(-120'000'000);  // two minutes late: <= -60
+    h.record_signed_us(-5'000'000);    // <= 0
+    h.record_signed_us(30'000'000);    // <= 60
+    h.record_signed_us(600'000'000);   // +Inf only
+    CHECK(h.bounds().size() == 3);
+    CHECK(h.cumulative(0) == 1);
+    CHECK(h.cumulative(1) == 2);
+    CHECK(h.cumulative(2) == 3);
+    CHECK(h.count() == 4);
+    CHECK(h.sum_seconds() == Approx(505.0));
+    PromText m;
+    m.family("dueq_m_seconds", "histogram", "Margins.");
+    m.histogram("dueq_m_seconds", {}, h);
+    CHECK(m.text().find("dueq_m_seconds_bucket{le=\"-60\"} 1\n") != std::string::npos);
+    CHECK(m.text().find("dueq_m_seconds_sum 505\n") != std::string::npos);
+}
+
 TEST_CASE("the Prometheus writer escapes label values and writes histograms whole") {
     PromText m;
     m.family("dueq_x_total", "counter", "Help with a \\ and a\nnewline.");
