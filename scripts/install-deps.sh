@@ -19,6 +19,7 @@ test_packages=(
   llvm-16  # llvm-symbolizer-16: file and line in the sanitizer reports of clang builds
   prometheus chromium  # tests/admin: a real Prometheus scrapes /metrics, headless Chromium renders /
   tcpdump  # tests/cluster/tls_wire.py: what crosses the wire with TLS on and off
+  python3-yaml  # tests/admin/alerts_test.py: plants defects in contrib/prometheus/alerts.yml
 )
 [ "${1:-}" = "--test" ] && packages+=("${test_packages[@]}")
 
