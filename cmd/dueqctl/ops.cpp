@@ -12,6 +12,7 @@ namespace dueq::dueqctl {
 
 void add_status_command(CLI::App& app, Context& ctx);
 void add_shards_command(CLI::App& app, Context& ctx);
+void add_list_command(CLI::App& app, Context& ctx);
 
 namespace {
 
@@ -60,6 +61,7 @@ void add_simple_commands(CLI::App& app, Context& ctx) {
             [&ctx] { return run_ping(ctx); });
     add_status_command(app, ctx);
     add_shards_command(app, ctx);
+    add_list_command(app, ctx);
     auto queue = std::make_shared<std::string>();
     auto consistency = std::make_shared<std::string>();
     auto* stats = command(app, ctx, "stats",

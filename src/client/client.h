@@ -109,6 +109,10 @@ template <> struct ResponseOf<ReleaseRequest> { using type = ReleaseResponse; };
 template <> struct ResponseOf<BuryRequest> { using type = BuryResponse; };
 template <> struct ResponseOf<KickRequest> { using type = KickResponse; };
 template <> struct ResponseOf<StatsRequest> { using type = StatsResponse; };
+template <>
+struct ResponseOf<ListRequest> {
+    using type = ListResponse;
+};
 template <> struct ResponseOf<StatusRequest> { using type = StatusResponse; };
 template <>
 struct ResponseOf<MembersRequest> {
@@ -157,6 +161,7 @@ public:
     void async(const BuryRequest& req, Callback<BuryResponse> done, CallOptions opts = {});
     void async(const KickRequest& req, Callback<KickResponse> done, CallOptions opts = {});
     void async(const StatsRequest& req, Callback<StatsResponse> done, CallOptions opts = {});
+    void async(const ListRequest& req, Callback<ListResponse> done, CallOptions opts = {});
     void async(const StatusRequest& req, Callback<StatusResponse> done, CallOptions opts = {});
     void async(const MembersRequest& req, Callback<MembersResponse> done, CallOptions opts = {});
     void async(const MemberAddRequest& req, Callback<MemberChangeResponse> done,
@@ -220,6 +225,7 @@ public:
     Result<StatsResponse> stats(const StatsRequest& r = {}, CallOptions o = {}) {
         return call(r, o);
     }
+    Result<ListResponse> list(const ListRequest& r, CallOptions o = {}) { return call(r, o); }
     Result<StatusResponse> status(CallOptions o = {}) { return call(StatusRequest{}, o); }
     Result<MembersResponse> members(CallOptions o = {}) { return call(MembersRequest{}, o); }
     Result<MemberChangeResponse> member_add(const MemberAddRequest& r, CallOptions o = {}) {

@@ -232,6 +232,19 @@ Result<std::string> encode_request(const StatsRequest& req, uint64_t id) {
     return w.finish();
 }
 
+Result<std::string> encode_request(const ListRequest& req, uint64_t id) {
+    RequestWriter w(ListRequest::op, id);
+    w.queue(req.queue);
+    w.str(field::status, req.status);
+    if (req.count) w.uint(field::count, *req.count);
+    if (req.after) {
+        if (!w.key_field(field::after, *req.after)) return empty_key();
+        if (req.after_time) w.int64(field::after_time, *req.after_time);
+    }
+    if (req.consistency) w.str(field::consistency, *req.consistency);
+    return w.finish();
+}
+
 Result<std::string> encode_request(const StatusRequest&, uint64_t id) {
     return RequestWriter(StatusRequest::op, id).finish();
 }

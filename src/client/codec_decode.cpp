@@ -363,6 +363,28 @@ Status decode_result(const msgpack::object& map, StatsResponse* out) {
     return decode_queue_stats(map, &out->queues[0]);
 }
 
+Status decode_result(const msgpack::object& map, ListResponse* out) {
+    const msgpack::object* tasks = find(map, field::tasks);
+    if (!tasks || tasks->type != msgpack::type::ARRAY) return bad("'tasks' is not an array");
+    out->tasks.resize(tasks->via.array.size);
+    for (uint32_t i = 0; i < tasks->via.array.size; ++i) {
+        const msgpack::object& t = tasks->via.array.ptr[i];
+        ListedTask& lt = out->tasks[i];
+        if (t.type != msgpack::type::MAP) return bad("listed task is not a map");
+        DUEQ_TRY(get_bytes(t, field::key, &lt.key, true));
+        DUEQ_TRY(get_bytes(t, field::status, &lt.status, true));
+        DUEQ_TRY(get_i64(t, field::time, &lt.time, true));
+        DUEQ_TRY(get_u64(t, field::attempts, &lt.attempts, true));
+        DUEQ_TRY(get_i64(t, field::lease_until, &lt.lease_until, lt.status == wire::word::taken));
+    }
+    if (find(map, field::after)) {
+        out->after.emplace();
+        DUEQ_TRY(get_bytes(map, field::after, &*out->after, true));
+        DUEQ_TRY(get_i64(map, field::after_time, &out->after_time, true));
+    }
+    return ok_status();
+}
+
 Status decode_result(const msgpack::object& map, StatusResponse* out) {
     out->raw = repack(map);
     DUEQ_TRY(get_bytes(map, field::version, &out->version, false));

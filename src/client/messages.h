@@ -191,6 +191,30 @@ struct StatsResponse {
     std::string raw;                 // the whole result map as msgpack, for tools
 };
 
+// One page of a queue's tasks in one status (docs/protocol.md, list).
+struct ListRequest {
+    static constexpr std::string_view op = wire::op_name(wire::Op::list);
+    std::string queue = kDefaultQueue;
+    std::string status;                 // wire::kListStatuses: ready | late | taken | buried | done
+    std::optional<uint64_t> count;      // 1..1000; absent: the server's 100
+    std::optional<std::string> after;   // the previous page's after
+    std::optional<int64_t> after_time;  // and after_time
+    std::optional<std::string> consistency;
+};
+struct ListedTask {
+    std::string key;
+    std::string status;
+    int64_t time = 0;
+    uint64_t attempts = 0;
+    int64_t lease_until = 0;  // taken only
+};
+struct ListResponse {
+    std::vector<ListedTask> tasks;
+    // Where the next page starts; absent on the last page.
+    std::optional<std::string> after;
+    int64_t after_time = 0;
+};
+
 struct StatusRequest {
     static constexpr std::string_view op = wire::op_name(wire::Op::status);
 };

@@ -140,6 +140,8 @@ constexpr std::array<queue::PutMode, 3> kPutModes{queue::PutMode::upsert, queue:
                                                   queue::PutMode::update};
 static_assert(wire::kPutModes[1] == wire::word::insert && wire::kPutModes[2] == wire::word::update);
 static_assert(wire::kConsistencies[1] == wire::word::leader);
+static_assert(wire::kListStatuses[std::size_t(queue::ListStatus::late)] == wire::word::late &&
+              wire::kListStatuses[std::size_t(queue::ListStatus::done)] == wire::word::done);
 
 // The typed request for `op`, or the required field that is missing or out of range.
 std::variant<Body, Fail> build_body(Op op, const Fields& r, const Limits& lim) {
@@ -164,6 +166,20 @@ std::variant<Body, Fail> build_body(Op op, const Fields& r, const Limits& lim) {
             return GetTask{std::move(q), std::move(k), leader_only};
         case Op::stats:
             return GetStats{std::move(queue), leader_only};
+        case Op::list: {
+            auto status = r.get<Word>(at(field::status));
+            if (!status) return missing(field::status);
+            const auto n = count.value_or(limits::kDefaultListCount);
+            if (n == 0 || n > limits::kMaxListCount)
+                return Fail{Code::bad_request,
+                            "'count' must be 1.." + std::to_string(limits::kMaxListCount)};
+            auto after = r.text(at(field::after));
+            auto after_time = ms(at(field::after_time));
+            if (after_time && !after) return Fail{Code::bad_request, "'after_time' needs 'after'"};
+            return ListTasks{std::move(q),     queue::ListStatus(status->index),
+                             std::uint32_t(n), std::move(after),
+                             after_time,       leader_only};
+        }
         case Op::status:
             return GetStatus{};
         case Op::shards:

@@ -32,6 +32,15 @@ struct GetStats {
     std::optional<std::string> queue;  // absent: every queue
     bool leader_only = false;
 };
+// list: one page of a queue's tasks in one status (docs/protocol.md).
+struct ListTasks {
+    std::string queue;
+    queue::ListStatus status = queue::ListStatus::ready;
+    std::uint32_t count = limits::kDefaultListCount;
+    std::optional<std::string> after;        // the key the previous page ended at
+    std::optional<std::int64_t> after_time;  // and its order time (else looked up)
+    bool leader_only = false;
+};
 struct GetStatus {};
 struct GetShards {};
 struct GetMembers {};
@@ -45,8 +54,8 @@ struct Write {
     queue::Command command;
     std::int64_t wait_ms = 0;  // take: wait this long for a task to come due (0: answer now)
 };
-using Body = std::variant<Ping, Hello, GetTask, GetStats, GetStatus, GetShards, GetMembers,
-                          ChangeMember, Write>;
+using Body = std::variant<Ping, Hello, GetTask, GetStats, ListTasks, GetStatus, GetShards,
+                          GetMembers, ChangeMember, Write>;
 
 struct Request {
     std::uint64_t id = 0;

@@ -163,7 +163,8 @@ void NodeAdmin::queue_metrics(admin::PromText& m) const {
     m.family(metric::kQueueCountCapped);
     for (const auto& [n, s] : stats) {
         m.sample({{"queue", n}, {"figure", "due"}}, U(s.due_now_capped ? 1 : 0));
-        m.sample({{"queue", n}, {"figure", "late"}}, U(s.late_now_capped ? 1 : 0));
+        m.sample({{"queue", n}, {"figure", std::string(wire::word::late)}},
+                 U(s.late_now_capped ? 1 : 0));
     }
     m.family(metric::kQueueOldestLate);
     for (const auto& [n, s] : stats)

@@ -329,6 +329,30 @@ Code Node::serve_stats(const ConnPtr& conn, std::uint64_t id, const net::GetStat
     return Code::ok;
 }
 
+Code Node::handle(const ConnPtr& conn, std::uint64_t id, net::ListTasks& list) {
+    return read(conn, id, list, &Node::serve_list);
+}
+
+Code Node::serve_list(const ConnPtr& conn, std::uint64_t id, const net::ListTasks& list) {
+    const queue::Store& store = shell_->store();
+    const std::int64_t now = store_now();
+    std::optional<std::pair<queue::Millis, std::string>> after;
+    if (list.after) {
+        auto at = list.after_time;
+        if (!at) at = store.list_position(list.queue, list.status, *list.after, now);
+        if (!at) {
+            send_error(conn, id, Code::bad_request,
+                       "task '" + *list.after +
+                           "' is not in that status now: give 'after_time' "
+                           "too (the previous page's answer has it)");
+            return Code::bad_request;
+        }
+        after.emplace(*at, *list.after);
+    }
+    conn->send(list_reply(id, store.list(list.queue, list.status, after, list.count, now)));
+    return Code::ok;
+}
+
 Code Node::handle(const ConnPtr& conn, std::uint64_t id, net::GetStatus&) {
     conn->send(status_reply(id, status_info()));
     return Code::ok;

@@ -108,6 +108,8 @@ class Node {
     queue::Code read(const ConnPtr& conn, std::uint64_t id, Read& req, Serve<Read> serve);
     queue::Code serve_get(const ConnPtr& conn, std::uint64_t id, const net::GetTask& get);
     queue::Code serve_stats(const ConnPtr& conn, std::uint64_t id, const net::GetStats& stats);
+    queue::Code handle(const ConnPtr& conn, std::uint64_t id, net::ListTasks& list);
+    queue::Code serve_list(const ConnPtr& conn, std::uint64_t id, const net::ListTasks& list);
     queue::Code handle(const ConnPtr& conn, std::uint64_t id, net::GetStatus& status);
     queue::Code handle(const ConnPtr& conn, std::uint64_t id, net::GetShards& shards);
     // Membership (node_members.cpp).

@@ -98,6 +98,40 @@ std::string stats_reply(std::uint64_t id, const queue::Store& store, const std::
     return f.finish();
 }
 
+std::string list_reply(std::uint64_t id, const queue::ListPage& page) {
+    std::size_t room = kAnswerBytes;
+    for (const auto& t : page.tasks)
+        room += kTaskFieldBytes + t.key.size();
+    FrameBuilder f(room);
+    const auto* last = page.more && !page.tasks.empty() ? &page.tasks.back() : nullptr;
+    f.begin_ok(id, last ? 3 : 1);
+    f.key(field::tasks);
+    f.pk().pack_array(std::uint32_t(page.tasks.size()));
+    for (const auto& t : page.tasks) {
+        const bool taken = t.status == queue::Status::taken;
+        f.pk().pack_map(taken ? 5 : 4);
+        f.key(field::key);
+        f.key_bytes(t.key);
+        f.key(field::status);
+        f.str(queue::to_string(t.status));
+        f.key(field::time);
+        f.pk().pack_int64(t.time);
+        f.key(field::attempts);
+        f.pk().pack_uint32(t.attempts);
+        if (taken) {
+            f.key(field::lease_until);
+            f.pk().pack_int64(t.lease_until);
+        }
+    }
+    if (last) {
+        f.key(field::after);
+        f.key_bytes(last->key);
+        f.key(field::after_time);
+        f.pk().pack_int64(last->order);
+    }
+    return f.finish();
+}
+
 std::string members_reply(std::uint64_t id, const MembersInfo& m) {
     FrameBuilder f;
     f.begin_ok(id, 4);

@@ -58,6 +58,8 @@ std::string member_changed_reply(std::uint64_t id, const std::string& name, std:
 std::string stats_reply(std::uint64_t id, const queue::Store& store, const std::string* queue,
                         std::int64_t now);
 std::string status_reply(std::uint64_t id, const StatusInfo& s);
+// One page of `list`: the tasks, and where the next page starts when there is one.
+std::string list_reply(std::uint64_t id, const queue::ListPage& page);
 // The answer to an applied command: the fields its type returns, or its error.
 std::string result_reply(std::uint64_t id, const queue::Command& cmd, const queue::Result& result);
 

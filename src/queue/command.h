@@ -27,6 +27,12 @@ const char* to_string(Status s);
 
 enum class PutMode : std::uint8_t { upsert = 0, insert = 1, update = 2 };
 
+// What `list` lists (docs/protocol.md): tasks of one status, each in its own order —
+// ready and late by time (late: ready with time < now), buried by time, taken by
+// lease_until, done by when retention removes them. A ready task held back by a release
+// delay is not listed as ready. In the order of wire::kListStatuses.
+enum class ListStatus : std::uint8_t { ready, late, taken, buried, done };
+
 // The wire's error codes (docs/protocol.md): the store produces some, the node adds the
 // transport ones (bad_request, not_leader, too_large, ...).
 using Code = wire::Code;

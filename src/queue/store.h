@@ -55,6 +55,19 @@ struct QueueStats {
     bool late_now_capped = false;
 };
 
+struct ListedTask {
+    std::string key;
+    Status status = Status::ready;
+    Millis time = 0;
+    std::uint32_t attempts = 0;
+    Millis lease_until = 0;  // taken only
+    Millis order = 0;        // the time the listing is ordered by
+};
+struct ListPage {
+    std::vector<ListedTask> tasks;
+    bool more = false;  // tasks after the last one: ask again from (order, key) of it
+};
+
 // What a queue has done since this replica's store was built (start, snapshot install);
 // every replica counts the same applied commands, so any node shows the cluster's rates.
 // Not persisted and not part of the replicated state.
@@ -150,6 +163,14 @@ class Store {
     QueueStats stats(std::string_view queue, Millis now,
                      std::uint64_t count_cap = kStatsCountCap) const;
     QueueCounters counters(std::string_view queue) const;  // zero for an unknown queue
+    // At most `limit` tasks of `queue` in `status` after the position (order, key) `after`
+    // (from the first without it). O(log n + limit), whatever the queue holds.
+    ListPage list(std::string_view queue, ListStatus status,
+                  const std::optional<std::pair<Millis, std::string>>& after, std::size_t limit,
+                  Millis now) const;
+    // Where `key` stands in the order of `status` (its order time), if it is in that status.
+    std::optional<Millis> list_position(std::string_view queue, ListStatus status,
+                                        std::string_view key, Millis now) const;
     std::vector<std::string> queue_names() const;
     std::size_t task_count() const;
 

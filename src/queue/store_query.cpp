@@ -86,6 +86,74 @@ QueueStats Store::stats(std::string_view queue, Millis now, std::uint64_t count_
     return st;
 }
 
+namespace {
+// The tree `status` lists from, and whether it is ordered by time (else by aux).
+template <class Fn>
+auto with_list_tree(const Queue& q, ListStatus status, Fn&& fn) {
+    switch (status) {
+        case ListStatus::taken:
+            return fn(q.taken, false);
+        case ListStatus::done:
+            return fn(q.done, false);
+        case ListStatus::buried:
+            return fn(q.buried, true);
+        case ListStatus::ready:
+        case ListStatus::late:
+            break;
+    }
+    return fn(q.ready, true);
+}
+}  // namespace
+
+ListPage Store::list(std::string_view queue, ListStatus status,
+                     const std::optional<std::pair<Millis, std::string>>& after, std::size_t limit,
+                     Millis now) const {
+    ListPage page;
+    const Queue* q = impl_->find_queue(queue);
+    if (q == nullptr || limit == 0) return page;
+    with_list_tree(*q, status, [&](const auto& tree, bool by_time) {
+        using Probe =
+            std::conditional_t<std::is_same_v<std::decay_t<decltype(tree)>, detail::TimeTree>,
+                               detail::TimeProbe, detail::AuxProbe>;
+        auto it = after ? tree.upper_bound(detail::OrderKey{after->first, after->second}, Probe{})
+                        : tree.begin();
+        for (; it != tree.end(); ++it) {
+            if (status == ListStatus::late && it->time >= now) break;
+            if (page.tasks.size() == limit) {
+                page.more = true;
+                break;
+            }
+            const bool taken = it->state() == State::taken;
+            page.tasks.push_back(ListedTask{std::string(it->key()), detail::status_of(it->state()),
+                                            it->time, static_cast<std::uint32_t>(it->attempts),
+                                            taken ? Millis(it->aux) : 0,
+                                            by_time ? it->time : Millis(it->aux)});
+        }
+    });
+    return page;
+}
+
+std::optional<Millis> Store::list_position(std::string_view queue, ListStatus status,
+                                           std::string_view key, Millis now) const {
+    const Queue* q = impl_->find_queue(queue);
+    const Task* t = q ? impl_->table.find(q->id, key) : nullptr;
+    if (t == nullptr) return std::nullopt;
+    const State s = t->state();
+    switch (status) {
+        case ListStatus::ready:
+            return s == State::ready ? std::optional(t->time) : std::nullopt;
+        case ListStatus::late:
+            return s == State::ready && t->time < now ? std::optional(t->time) : std::nullopt;
+        case ListStatus::buried:
+            return s == State::buried ? std::optional(t->time) : std::nullopt;
+        case ListStatus::taken:
+            return s == State::taken ? std::optional(Millis(t->aux)) : std::nullopt;
+        case ListStatus::done:
+            return s == State::done ? std::optional(Millis(t->aux)) : std::nullopt;
+    }
+    return std::nullopt;
+}
+
 QueueCounters Store::counters(std::string_view queue) const {
     const Queue* q = impl_->find_queue(queue);
     return q ? q->counters : QueueCounters{};

@@ -118,14 +118,32 @@ struct ByAux {
         return compare_keys(a, b) < 0;
     }
 };
-// Heterogeneous probes by time alone (lower_bound/upper_bound on a Millis).
+// A position in a tree's order: (time or aux, key), where a listing left off.
+struct OrderKey {
+    Millis at;
+    std::string_view key;
+};
+// Heterogeneous probes by time alone (lower_bound/upper_bound on a Millis), or by a
+// position (OrderKey).
 struct TimeProbe {
     bool operator()(const Task& a, Millis m) const { return a.time < m; }
     bool operator()(Millis m, const Task& a) const { return m < a.time; }
+    bool operator()(const Task& a, const OrderKey& k) const {
+        return a.time != k.at ? a.time < k.at : a.key() < k.key;
+    }
+    bool operator()(const OrderKey& k, const Task& a) const {
+        return k.at != a.time ? k.at < a.time : k.key < a.key();
+    }
 };
 struct AuxProbe {
     bool operator()(const Task& a, Millis m) const { return a.aux < m; }
     bool operator()(Millis m, const Task& a) const { return m < a.aux; }
+    bool operator()(const Task& a, const OrderKey& k) const {
+        return a.aux != k.at ? a.aux < k.at : a.key() < k.key;
+    }
+    bool operator()(const OrderKey& k, const Task& a) const {
+        return k.at != a.aux ? k.at < a.aux : k.key < a.key();
+    }
 };
 
 using TimeTree = RegionTree<Task, ByTime, TimeProbe>;

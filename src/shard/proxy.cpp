@@ -128,6 +128,10 @@ void Proxy::on_frame(const ConnPtr& conn, std::string_view frame) {
         return conn->send(net::error_frame(
             req.id, Code::bad_request,
             "membership is per shard: send member ops to a node of that shard, not the proxy"));
+    if (std::holds_alternative<net::ListTasks>(req.body))
+        return conn->send(net::error_frame(
+            req.id, Code::bad_request,
+            "list pages through one shard's tasks: send it to a node of each shard instead"));
     if (std::holds_alternative<net::GetShards>(req.body)) {
         std::vector<std::string> leaders;
         for (std::size_t i = 0; i < router_->map().shards.size(); ++i)

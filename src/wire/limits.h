@@ -78,6 +78,9 @@ inline constexpr std::size_t kFrameOverheadBytes = 1024;
 inline constexpr std::size_t kMaxQueueNameBytes = 256;
 inline constexpr std::int64_t kMaxTakeTimeoutMs = 86'400'000;  // one day
 inline constexpr std::uint32_t kMaxKickCount = 100'000;
+// Tasks in one page of `list` (and its default); a page costs the node O(log n + count).
+inline constexpr std::uint32_t kMaxListCount = 1'000;
+inline constexpr std::uint32_t kDefaultListCount = 100;
 // Reads with consistency "leader" waiting for the leader to confirm it still leads; past
 // this many a read is answered `unavailable` (docs/protocol.md).
 inline constexpr std::size_t kMaxPendingLeaderReads = 100'000;

@@ -40,6 +40,7 @@ enum class Op : std::uint8_t {
     member_add,
     member_promote,
     member_remove,
+    list,
 };
 
 struct OpInfo {
@@ -52,7 +53,7 @@ struct OpInfo {
 };
 
 // clang-format off
-inline constexpr std::array<OpInfo, 19> kOps{{
+inline constexpr std::array<OpInfo, 20> kOps{{
     //  op           name       writes resend task   lease
     {Op::ping,    "ping",    false, true,  false, false},
     {Op::hello,   "hello",   false, true,  false, false},
@@ -76,6 +77,7 @@ inline constexpr std::array<OpInfo, 19> kOps{{
     {Op::member_add,     "member_add",     false, false, false, false},
     {Op::member_promote, "member_promote", false, false, false, false},
     {Op::member_remove,  "member_remove",  false, false, false, false},
+    {Op::list,           "list",           false, true,  false, false},
 }};
 // clang-format on
 
@@ -115,6 +117,7 @@ inline constexpr std::string_view release_on_disconnect = "release_on_disconnect
 inline constexpr std::string_view mode = "mode", consistency = "consistency";
 inline constexpr std::string_view token = "token", redirect = "redirect";
 inline constexpr std::string_view forwarded = "forwarded";
+inline constexpr std::string_view after = "after", after_time = "after_time";  // list
 // Answers: hello, declare, put/ack, touch, kick, get, take.
 inline constexpr std::string_view node_id = "node_id", protocol = "protocol";
 inline constexpr std::string_view settings = "settings", version = "version";
@@ -154,12 +157,18 @@ inline constexpr std::string_view merging = "merging";
 inline constexpr std::string_view proxy = "proxy";      // role and mode of dueq-proxy
 inline constexpr std::string_view fnv1a64 = "fnv1a64";  // shards: hash
 inline constexpr std::string_view voter = "voter", learner = "learner";  // members: role
+// list: status
+inline constexpr std::string_view ready = "ready", late = "late", taken = "taken";
+inline constexpr std::string_view buried = "buried", done = "done";
 }  // namespace word
 
 // The words of `mode` in a put and of `consistency` in a get or stats, in order.
 inline constexpr std::array<std::string_view, 3> kPutModes{word::upsert, word::insert,
                                                            word::update};
 inline constexpr std::array<std::string_view, 2> kConsistencies{word::local, word::leader};
+// The words of `status` in a list, in order (queue::ListStatus).
+inline constexpr std::array<std::string_view, 5> kListStatuses{word::ready, word::late, word::taken,
+                                                               word::buried, word::done};
 // What `mode` in hello and status may be.
 inline constexpr std::array<std::string_view, 3> kNodeModes{word::normal, word::autonomous,
                                                             word::merging};
@@ -188,7 +197,7 @@ struct RequestField {
 // Every field a request may carry besides `id` and `op` (unknown fields are ignored).
 // Which op reads which, and which it requires: docs/protocol.md.
 // clang-format off
-inline constexpr std::array<RequestField, 25> kRequestFields{{
+inline constexpr std::array<RequestField, 28> kRequestFields{{
     {field::queue,                 FieldType::name},
     {field::key,                   FieldType::task_key},
     {field::payload,               FieldType::payload},
@@ -214,6 +223,9 @@ inline constexpr std::array<RequestField, 25> kRequestFields{{
     {field::peer,                  FieldType::text},
     {field::client,                FieldType::text},
     {field::admin,                 FieldType::text},
+    {field::status,                FieldType::word, 0, kListStatuses},  // list
+    {field::after,                 FieldType::task_key},
+    {field::after_time,            FieldType::time},
 }};
 // clang-format on
 

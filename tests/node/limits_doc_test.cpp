@@ -70,11 +70,12 @@ TEST_CASE("docs/protocol.md gives the fixed limits the header has") {
     CHECK(rows.at("queue name") == limits::kMaxQueueNameBytes);
     CHECK(rows.at("take `timeout_ms`") == std::uint64_t(limits::kMaxTakeTimeoutMs));
     CHECK(rows.at("kick count") == limits::kMaxKickCount);
+    CHECK(rows.at("list count") == limits::kMaxListCount);
     CHECK(rows.at("msgpack nesting") == std::uint64_t(limits::kMaxDepth));
     CHECK(rows.at("a command as logged") == limits::kRecordPayloadBytes);
     CHECK(rows.at("leader reads waiting for the leader to confirm it leads") ==
           limits::kMaxPendingLeaderReads);
-    CHECK(rows.size() == 6);
+    CHECK(rows.size() == 7);
 }
 
 TEST_CASE("the config parser takes its defaults and ranges from the header") {

@@ -192,6 +192,26 @@ std::vector<Case> reply_cases(const queue::Store& store) {
                 c("queues", s.queues.size(), 1u);
                 if (s.queues.size() == 1) compare_stats(s.queues[0], want, c);
             }));
+    queue::ListPage page;
+    page.tasks.push_back({"k1", queue::Status::ready, 500, 2, 0, 500});
+    page.tasks.push_back({"k2", queue::Status::taken, 600, 1, 9000, 9000});
+    for (const bool more : {true, false}) {
+        page.more = more;
+        add(Op::list, node::list_reply(77, page),
+            client_reads<client::ListResponse>([page](const client::ListResponse& r, Compare& c) {
+                c("tasks", r.tasks.size(), page.tasks.size());
+                for (std::size_t i = 0; i < std::min(r.tasks.size(), page.tasks.size()); ++i) {
+                    const auto& got = r.tasks[i];
+                    const auto& want = page.tasks[i];
+                    c("key", got.key, want.key), c("time", got.time, want.time);
+                    c("status", got.status, std::string(queue::to_string(want.status)));
+                    c("attempts", got.attempts, std::uint64_t(want.attempts));
+                    c("lease_until", got.lease_until, want.lease_until);
+                }
+                c("after", r.after, page.more ? std::optional<std::string>("k2") : std::nullopt);
+                c("after_time", r.after_time, std::int64_t(page.more ? 9000 : 0));
+            }));
+    }
     const auto info = status_info();
     add(Op::status, node::status_reply(77, info),
         client_reads<client::StatusResponse>(

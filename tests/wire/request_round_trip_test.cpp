@@ -182,6 +182,18 @@ std::vector<Case> request_cases() {
             c("queue", s ? s->queue : std::nullopt, std::optional<std::string>("q1"));
             c("consistency", s && s->leader_only, true);
         });
+    client::ListRequest list;
+    list.queue = "q1", list.status = std::string(wire::word::late), list.count = 250;
+    list.after = "k9", list.after_time = 1234, list.consistency = std::string(wire::word::leader);
+    add(Op::list, encoded(client::encode_request(list, 77)), [](const net::Request& r, Compare& c) {
+        const auto* l = std::get_if<net::ListTasks>(&r.body);
+        c("queue", l ? l->queue : "", "q1");
+        c("status", l && l->status == queue::ListStatus::late, true);
+        c("count", l ? l->count : 0u, 250u);
+        c("after", l ? l->after : std::nullopt, std::optional<std::string>("k9"));
+        c("after_time", l ? l->after_time : std::nullopt, std::optional<std::int64_t>(1234));
+        c("consistency", l && l->leader_only, true);
+    });
     add(Op::status, encoded(client::encode_request(client::StatusRequest{}, 77)),
         [](const net::Request& r, Compare& c) {
             c("body", std::holds_alternative<net::GetStatus>(r.body), true);
