@@ -10,6 +10,7 @@ packages=(
   libboost-dev libboost-system-dev
   libmsgpack-cxx-dev librocksdb-dev libspdlog-dev
   libssl-dev catch2 libtomlplusplus-dev libcli11-dev nlohmann-json3-dev
+  libsystemd-dev  # dueqd tells systemd it serves (sd_notify, packaging/dueqd@.service)
   openssl  # scripts/make-certs.sh: the CA and certificates of a TLS cluster
   python3  # CMake configures the Python tests along with the rest
 )

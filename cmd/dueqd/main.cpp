@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include <sys/resource.h>
+#include <systemd/sd-daemon.h>
 
 #include <csignal>
 #include <cstdlib>
@@ -205,13 +206,16 @@ int serve(boost::asio::io_context& io, dueq::node::Node& node) {
         spdlog::critical("{}", *err);
         return 1;
     }
-    // Scripts read this line to learn the port (useful with --listen 127.0.0.1:0).
+    // Scripts read this line to learn the port (useful with --listen 127.0.0.1:0); a
+    // systemd unit of Type=notify learns it here (nothing happens outside systemd).
     std::cout << "dueqd listening on port " << node.client_port() << std::endl;
+    sd_notifyf(0, "READY=1\nSTATUS=serving clients on port %u", unsigned(node.client_port()));
     if (node.admin_port() != 0)
         std::cout << "dueqd admin on port " << node.admin_port() << std::endl;
     boost::asio::signal_set signals(io, SIGINT, SIGTERM);
     signals.async_wait([&](boost::system::error_code, int sig) {
         spdlog::info("signal {}: stopping", sig);
+        sd_notify(0, "STOPPING=1");
         node.stop();
         io.stop();
     });
