@@ -170,18 +170,29 @@ void add_release_bury(CLI::App& app, Context& ctx) {
 void add_kick(CLI::App& app, Context& ctx) {
     auto queue = std::make_shared<std::string>();
     auto count = std::make_shared<uint64_t>(1);
-    auto* cmd = command(app, ctx, "kick", "Make up to --count buried tasks ready again.",
-                        "  dueqctl kick tokens --count 100\n", [&ctx, queue, count]() -> int {
-                            auto r = ctx.client().kick({.queue = *queue, .count = *count},
-                                                       ctx.call_options());
-                            if (!r.ok()) return report(r.error());
-                            if (ctx.json) print_json({{"kicked", r->kicked}});
-                            else std::cout << "kicked " << r->kicked << " in " << *queue << '\n';
-                            return 0;
-                        });
+    auto key = std::make_shared<std::string>();
+    auto* cmd = command(
+        app, ctx, "kick",
+        "Make up to --count buried tasks ready again (the earliest first), or the one --key "
+        "names.",
+        "  dueqctl kick tokens --count 100\n  dueqctl kick tokens --key k0042\n",
+        [&ctx, queue, count, key]() -> int {
+            client::KickRequest req{.queue = *queue, .count = *count};
+            if (!key->empty()) req.key = *key;
+            auto r = ctx.client().kick(req, ctx.call_options());
+            if (!r.ok()) return report(r.error());
+            if (ctx.json)
+                print_json({{"kicked", r->kicked}});
+            else
+                std::cout << "kicked " << r->kicked << " in " << *queue << '\n';
+            return 0;
+        });
     add_queue(cmd, *queue);
-    cmd->add_option("--count,-n", *count, "At most this many (default 1)")
-        ->check(CLI::PositiveNumber);
+    auto* n = cmd->add_option("--count,-n", *count, "At most this many (default 1)")
+                  ->check(CLI::PositiveNumber);
+    cmd->add_option("--key,-k", *key,
+                    "Only this task, if it is buried (dueqctl list QUEUE --status buried)")
+        ->excludes(n);
 }
 
 }  // namespace

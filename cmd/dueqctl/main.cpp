@@ -100,7 +100,12 @@ int main(int argc, char** argv) {
                    "take waits this much longer than its own --timeout).")
         ->capture_default_str()
         ->type_name("DURATION");
-    app.add_flag("--json,-j", ctx.json, "Print one JSON document per command instead of text.");
+    std::string output = "table";
+    app.add_option("--output,-o", output,
+                   "table: text for people (default); json: one JSON document per command; "
+                   "jsonl: one JSON object per line, an item of a list per line")
+        ->check(CLI::IsMember({"table", "json", "jsonl"}));
+    app.add_flag("--json,-j", ctx.json, "The same as --output json.");
     dueq::cmd::add_credential_flags(app, ctx.credentials);
 
     add_op_commands(app, ctx);
@@ -113,6 +118,8 @@ int main(int argc, char** argv) {
         const int rc = app.exit(e);
         return rc == 0 ? 0 : kExitUsage;
     }
+    if (output != "table") ctx.json = true;
+    set_json_lines(output == "jsonl");
     if (ctx.addrs.empty()) ctx.addrs.push_back("127.0.0.1:7700");
     if (!parse_duration_arg("--timeout", ctx.timeout, &ctx.timeout_ms)) return kExitUsage;
     if (dueq::client::ClientOptions probe; !ctx.credentials.apply(probe).empty()) {

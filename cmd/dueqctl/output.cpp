@@ -74,8 +74,30 @@ int report(const client::Error& error) {
     return kExitRefused;
 }
 
+namespace {
+bool json_lines = false;
+}  // namespace
+
+void set_json_lines(bool on) {
+    json_lines = on;
+}
+
 void print_json(const Json& j) {
-    std::cout << j.dump(-1, ' ', false, Json::error_handler_t::replace) << '\n';
+    auto line = [](const Json& v) {
+        std::cout << v.dump(-1, ' ', false, Json::error_handler_t::replace) << '\n';
+    };
+    if (json_lines && j.is_object()) {
+        const Json* list = nullptr;
+        std::size_t arrays = 0;
+        for (const auto& [k, v] : j.items())
+            if (v.is_array()) ++arrays, list = &v;
+        if (arrays == 1) {
+            for (const auto& item : *list)
+                line(item);
+            return;
+        }
+    }
+    line(j);
 }
 
 }  // namespace dueq::dueqctl

@@ -41,6 +41,9 @@ std::string when(int64_t time_ms, int64_t now_ms);
 // Prints "dueqctl: <code>: <message> (leader ...)" to stderr and returns exit code 1.
 int report(const client::Error& error);
 
+// One JSON document on one line; with set_json_lines(true) (--output jsonl) an answer that
+// is a list (one array field: tasks, queues, members, ...) prints one line per item.
 void print_json(const Json& j);
+void set_json_lines(bool on);
 
 }  // namespace dueq::dueqctl

@@ -220,6 +220,10 @@ Result<std::string> encode_request(const BuryRequest& req, uint64_t id) {
 Result<std::string> encode_request(const KickRequest& req, uint64_t id) {
     RequestWriter w(KickRequest::op, id);
     w.queue(req.queue);
+    if (req.key) {
+        if (!w.key_field(field::key, *req.key)) return empty_key();
+        return w.finish();
+    }
     if (req.count == 0) return Error(Code::bad_request, "count must be at least 1");
     w.uint(field::count, req.count);
     return w.finish();

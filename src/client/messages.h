@@ -166,6 +166,7 @@ struct KickRequest {
     static constexpr std::string_view op = wire::op_name(wire::Op::kick);
     std::string queue = kDefaultQueue;
     uint64_t count = 1;
+    std::optional<std::string> key;  // present: kick this buried task (count unused)
 };
 struct KickResponse {
     uint64_t kicked = 0;

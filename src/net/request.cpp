@@ -238,6 +238,7 @@ std::variant<Body, Fail> build_body(Op op, const Fields& r, const Limits& lim) {
         case Op::bury:
             return Write{Bury{std::move(q), std::move(k), *lease}};
         case Op::kick:
+            if (key) return Write{Kick{std::move(q), 1, std::move(key)}};
             if (!count) return missing(field::count);
             if (*count == 0) return Fail{Code::bad_request, "field 'count' must be at least 1"};
             return Write{Kick{std::move(q), std::uint32_t(*count)}};
@@ -256,6 +257,8 @@ std::optional<std::pair<std::string_view, std::string_view>> request_key(const R
     if (const auto* get = std::get_if<GetTask>(&req.body)) return Key(get->queue, get->key);
     const auto* write = std::get_if<Write>(&req.body);
     if (!write) return std::nullopt;
+    if (const auto* kick = std::get_if<queue::Kick>(&write->command))
+        return kick->only_key ? std::optional(Key(kick->queue, *kick->only_key)) : std::nullopt;
     return std::visit(
         [](const auto& c) -> std::optional<Key> {
             if constexpr (requires { c.key; })

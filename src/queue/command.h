@@ -101,6 +101,8 @@ struct Bury {
 struct Kick {
     std::string queue;
     std::uint32_t count = 1;
+    // Present: kick this buried task only (count is not used); absent: the first `count`.
+    std::optional<std::string> only_key;
 };
 // The session is gone for good (its grace period ran out): every task it holds with
 // release_on_disconnect goes back to ready, as if its lease had run out.

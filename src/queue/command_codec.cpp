@@ -10,7 +10,7 @@
 //   6 Ack            queue, key, lease, payload, time
 //   7 Release        queue, key, lease, delay_ms
 //   8 Bury           queue, key, lease
-//   9 Kick           queue, count
+//   9 Kick           queue, count, only_key (absent: entries end before it)
 //  10 ReleaseSession session
 //  11 Advance        (no fields)
 //  12 Merge          queue, key, task (bin, nil = deleted), hlc, base_hlc, origin
@@ -49,13 +49,15 @@ constexpr std::uint64_t tag_of() {
 
 // Number of fields after [format, tag].
 constexpr std::uint32_t field_count(std::uint64_t tag) {
-    constexpr std::uint32_t counts[] = {0, 7, 5, 2, 5, 4, 5, 4, 3, 2, 1, 0, 6};
+    constexpr std::uint32_t counts[] = {0, 7, 5, 2, 5, 4, 5, 4, 3, 3, 1, 0, 6};
     return tag < std::size(counts) ? counts[tag] : 0;
 }
 // The field count of entries written before the last field was added (Declare had no
-// `autonomous`); the same as field_count for commands never extended.
+// `autonomous`, Kick no `only_key`); the same as field_count for commands never extended.
+// A Kick without only_key is still written the old way, so that a replica of an older
+// version reads it.
 constexpr std::uint32_t field_count_before(std::uint64_t tag) {
-    return tag == 1 ? 6 : field_count(tag);
+    return tag == 1 ? 6 : tag == 9 ? 2 : field_count(tag);
 }
 constexpr bool known_tag(std::uint64_t tag) {
     return tag >= 1 && tag <= 12;
@@ -119,6 +121,7 @@ void pack_fields(Packer& p, const Bury& c) {
 void pack_fields(Packer& p, const Kick& c) {
     detail::pack_text(p, c.queue);
     p.pack(c.count);
+    if (c.only_key) detail::pack_bytes(p, *c.only_key);
 }
 void pack_fields(Packer& p, const ReleaseSession& c) {
     p.pack(c.session);
@@ -188,8 +191,11 @@ bool read_fields(const msgpack::object* f, Release& c) {
 bool read_fields(const msgpack::object* f, Bury& c) {
     return read_string(f[0], &c.queue) && read_string(f[1], &c.key) && read_uint_as(f[2], &c.lease);
 }
-bool read_fields(const msgpack::object* f, Kick& c) {
-    return read_string(f[0], &c.queue) && read_uint_as(f[1], &c.count);
+bool read_fields(const msgpack::object* f, std::uint32_t n, Kick& c) {
+    if (!read_string(f[0], &c.queue) || !read_uint_as(f[1], &c.count)) return false;
+    if (n < 3) return true;
+    c.only_key.emplace();
+    return read_string(f[2], &*c.only_key);
 }
 bool read_fields(const msgpack::object* f, ReleaseSession& c) {
     return read_uint_as(f[0], &c.session);
@@ -241,7 +247,10 @@ std::string encode_command(const Command& cmd) {
                 size += c.payload ? c.payload->size() : 0;
             if constexpr (requires { c.task->size(); }) size += c.task ? c.task->size() : 0;
             out.reserve(size);
-            p.pack_array(2 + field_count(tag_of<T>()));
+            std::uint32_t fields = field_count(tag_of<T>());
+            if constexpr (std::is_same_v<T, Kick>)
+                if (!c.only_key) fields = field_count_before(tag_of<T>());
+            p.pack_array(2 + fields);
             p.pack(kFormat);
             p.pack(tag_of<T>());
             pack_fields(p, c);

@@ -344,18 +344,25 @@ Result Applier::operator()(const Kick& c) {
     if (auto r = check_writable(c.queue)) return *r;
     Result r;
     Queue* q = s_.find_queue(c.queue);
-    if (q == nullptr) return r;
-    while (r.kicked < c.count && !q->buried.empty()) {
-        Task* t = &*q->buried.begin();
+    auto kick = [&](Task* t) {
         s_.before_change(t);
-        q->buried.erase(q->buried.begin());
+        q->buried.erase(q->buried.iterator_to(*t));
         t->attempts = 0;  // a kicked task gets a fresh set of attempts
         t->set_state(State::ready);
         q->ready.insert(*t);
         s_.bump(t);
         s_.mark_changed(t);
         ++r.kicked;
+    };
+    if (c.only_key) {
+        Task* t = q ? s_.table.find(q->id, *c.only_key) : nullptr;
+        if (t == nullptr) return Result::error(Code::not_found, "no such task");
+        if (t->state() == State::buried) kick(t);  // otherwise nothing to do: kicked 0
+        return r;
     }
+    if (q == nullptr) return r;
+    while (r.kicked < c.count && !q->buried.empty())
+        kick(&*q->buried.begin());
     return r;
 }
 

@@ -105,6 +105,9 @@ TEST_CASE("Delete, Bury, Kick and ReleaseSession round-trip", "[queue][codec]") 
     Kick k = round_trip(Kick{"q", 77});
     CHECK(k.queue == "q");
     CHECK(k.count == 77);
+    CHECK_FALSE(k.only_key);
+    Kick one = round_trip(Kick{"q", 1, kBinary});
+    CHECK(one.only_key == kBinary);
     CHECK(round_trip(ReleaseSession{123456789012345ULL}).session == 123456789012345ULL);
     auto advance = decode_command(encode_command(Advance{}));
     REQUIRE(advance);
@@ -172,6 +175,11 @@ TEST_CASE("the encoding is [format, tag, fields...]", "[queue][codec]") {
     CHECK(o.via.array.ptr[1].as<int>() == 9);
     CHECK(o.via.array.ptr[2].as<std::string>() == "q");
     CHECK(o.via.array.ptr[3].as<int>() == 2);
+    // A kick by key has one field more; one without is written as before it existed, so
+    // that replicas of an older version read it.
+    bytes = encode_command(Kick{"q", 1, std::string("k")});
+    oh = msgpack::unpack(bytes.data(), bytes.size());
+    REQUIRE(oh.get().via.array.size == 5);
 }
 
 TEST_CASE("bytes that are not a command decode to nullopt", "[queue][codec]") {

@@ -401,6 +401,28 @@ TEST_CASE("bury and kick: kick moves the earliest buried first, up to count", "[
     CHECK(f.apply(Kick{"q", 10}, T0 + 6).kicked == 0);
 }
 
+TEST_CASE("kick by key moves that buried task only", "[queue][bury]") {
+    Fixture f;
+    for (auto [k, t] : {std::pair{"x", T0 + 3}, {"y", T0 + 1}, {"z", T0 + 2}}) {
+        REQUIRE(f.apply(put(k, t)).ok());
+    }
+    for (int i = 0; i < 3; ++i) {
+        TakenTask t = f.take_one(T0 + 5);
+        REQUIRE(f.apply(Bury{"q", t.key, t.lease}, T0 + 5).ok());
+    }
+    // Not the earliest (y): the one named.
+    Result r = f.apply(Kick{"q", 1, "x"}, T0 + 6);
+    CHECK(r.kicked == 1);
+    CHECK(f.status("x") == Status::ready);
+    CHECK(f.s.get("q", "x")->attempts == 0);
+    CHECK(f.status("y") == Status::buried);
+    CHECK(f.status("z") == Status::buried);
+    CHECK(f.apply(Kick{"q", 1, "x"}, T0 + 6).kicked == 0);  // ready already: nothing to do
+    CHECK(f.apply(Kick{"q", 1, "nope"}, T0 + 6).code == Code::not_found);
+    CHECK(f.apply(Kick{"ghost", 1, "x"}, T0 + 6).code == Code::not_found);
+    CHECK(f.s.stats("q", T0 + 6).buried == 2);
+}
+
 TEST_CASE("max_attempts: the failure after the last allowed take buries", "[queue][attempts]") {
     Fixture f;
     Declare d{"q"};

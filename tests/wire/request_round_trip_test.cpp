@@ -174,6 +174,14 @@ std::vector<Case> request_cases() {
         c("queue", k.queue, "q1");
         c("count", k.count, 4u);
     });
+    client::KickRequest kick_one;
+    kick_one.queue = "q1", kick_one.key = "k7";
+    add(Op::kick, encoded(client::encode_request(kick_one, 77)),
+        [](const net::Request& r, Compare& c) {
+            const auto& k = command_of<queue::Kick>(r);
+            c("queue", k.queue, "q1");
+            c("key", k.only_key, std::optional<std::string>("k7"));
+        });
     client::StatsRequest stats;
     stats.queue = "q1", stats.consistency = std::string(wire::word::leader);
     add(Op::stats, encoded(client::encode_request(stats, 77)),
