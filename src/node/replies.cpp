@@ -22,28 +22,38 @@ std::size_t task_room(std::size_t key_bytes, std::size_t payload_bytes) {
 }
 }  // namespace
 
+namespace {
+// The fields a task has in `get` and in `list`: key, status, time, attempts, and
+// lease_until when taken (`extra` more fields follow; the caller packs them).
+void pack_task_summary(FrameBuilder& f, std::string_view key, queue::Status status,
+                       std::int64_t time, std::uint32_t attempts, std::int64_t lease_until,
+                       std::uint32_t extra) {
+    const bool taken = status == queue::Status::taken;
+    f.pk().pack_map(4 + (taken ? 1 : 0) + extra);
+    f.key(field::key);
+    f.key_bytes(key);
+    f.key(field::status);
+    f.str(queue::to_string(status));
+    f.key(field::time);
+    f.pk().pack_int64(time);
+    f.key(field::attempts);
+    f.pk().pack_uint32(attempts);
+    if (taken) {
+        f.key(field::lease_until);
+        f.pk().pack_int64(lease_until);
+    }
+}
+}  // namespace
+
 std::string get_reply(std::uint64_t id, const queue::TaskView& t) {
     FrameBuilder f(kAnswerBytes + task_room(t.key.size(), t.payload.size()));
     f.begin_ok(id, 1);
     f.key(field::task);
-    const bool taken = t.status == queue::Status::taken;
-    f.pk().pack_map(taken ? 7 : 6);
-    f.key(field::key);
-    f.key_bytes(t.key);
+    pack_task_summary(f, t.key, t.status, t.time, t.attempts, t.lease_until, 2);
     f.key(field::payload);
     f.raw(t.payload);
-    f.key(field::status);
-    f.str(queue::to_string(t.status));
-    f.key(field::time);
-    f.pk().pack_int64(t.time);
-    f.key(field::attempts);
-    f.pk().pack_uint32(t.attempts);
     f.key(field::version);
     f.pk().pack_uint64(t.version);
-    if (taken) {
-        f.key(field::lease_until);
-        f.pk().pack_int64(t.lease_until);
-    }
     return f.finish();
 }
 
@@ -107,22 +117,8 @@ std::string list_reply(std::uint64_t id, const queue::ListPage& page) {
     f.begin_ok(id, last ? 3 : 1);
     f.key(field::tasks);
     f.pk().pack_array(std::uint32_t(page.tasks.size()));
-    for (const auto& t : page.tasks) {
-        const bool taken = t.status == queue::Status::taken;
-        f.pk().pack_map(taken ? 5 : 4);
-        f.key(field::key);
-        f.key_bytes(t.key);
-        f.key(field::status);
-        f.str(queue::to_string(t.status));
-        f.key(field::time);
-        f.pk().pack_int64(t.time);
-        f.key(field::attempts);
-        f.pk().pack_uint32(t.attempts);
-        if (taken) {
-            f.key(field::lease_until);
-            f.pk().pack_int64(t.lease_until);
-        }
-    }
+    for (const auto& t : page.tasks)
+        pack_task_summary(f, t.key, t.status, t.time, t.attempts, t.lease_until, 0);
     if (last) {
         f.key(field::after);
         f.key_bytes(last->key);

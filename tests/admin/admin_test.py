@@ -27,7 +27,8 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "testing", "chaos"))
-from harness.cluster import Cluster, free_port, wait_line  # noqa: E402
+from harness.cluster import Cluster, wait_line  # noqa: E402
+from harness.prometheus import Prometheus  # noqa: E402
 
 ELECTION_MS = 1000
 
@@ -101,23 +102,13 @@ def check_prometheus(c, workdir, log):
     if not promtool_problems("# HELP dueq_x_total x\n# TYPE dueq_x_total gauge\ndueq_x_total 1\n"):
         problems.append("promtool accepted a planted lint error: the check cannot fail")
 
-    port = free_port()
-    targets = ", ".join(f"'127.0.0.1:{c.admin_port[n]}'" for n in c.ids)
-    conf = os.path.join(workdir, "prometheus.yml")
-    with open(conf, "w") as f:
-        f.write("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-                "scrape_configs:\n  - job_name: dueq\n"
-                f"    static_configs:\n      - targets: [{targets}]\n")
-    with open(os.path.join(workdir, "prometheus.log"), "w") as out:
-        prom = subprocess.Popen(
-            ["prometheus", f"--config.file={conf}",
-             f"--storage.tsdb.path={os.path.join(workdir, 'tsdb')}",
-             f"--web.listen-address=127.0.0.1:{port}"],
-            stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    targets = [f"127.0.0.1:{c.admin_port[n]}" for n in c.ids]
+    prom = Prometheus(workdir, targets)
+    port = prom.port
     try:
         deadline = time.time() + 30
         while http(port, "/-/ready")[0] != 200:
-            if prom.poll() is not None or time.time() > deadline:
+            if prom.proc.poll() is not None or time.time() > deadline:
                 raise RuntimeError("prometheus did not become ready (see prometheus.log)")
             time.sleep(0.2)
         log(f"prometheus on 127.0.0.1:{port} scraping {targets}")
@@ -146,12 +137,7 @@ def check_prometheus(c, workdir, log):
                 break
             time.sleep(0.5)
     finally:
-        prom.terminate()
-        try:
-            prom.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            prom.kill()
-            prom.wait()
+        prom.stop()
     return problems
 
 

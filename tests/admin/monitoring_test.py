@@ -39,7 +39,8 @@ RULES = os.path.join(ROOT, "contrib", "prometheus", "alerts.yml")
 DASHBOARDS = os.path.join(ROOT, "contrib", "grafana")
 TESTS = os.path.join(ROOT, "contrib", "prometheus", "alerts_test.yml")
 sys.path.insert(0, os.path.join(ROOT, "testing", "chaos"))
-from harness.cluster import Cluster, free_port  # noqa: E402
+from harness.cluster import Cluster  # noqa: E402
+from harness.prometheus import Prometheus  # noqa: E402
 
 
 def promtool(*args, cwd=None):
@@ -278,23 +279,10 @@ def check_live(build, workdir):
         c.start(seed=1)
         if not c.wait_leader(30):
             return ["no leader"]
-        port = free_port()
-        targets = ", ".join(f"'127.0.0.1:{c.admin_port[n]}'" for n in c.ids)
-        conf = os.path.join(workdir, "prometheus.yml")
-        shutil.copy(RULES, os.path.join(workdir, "alerts.yml"))
-        with open(conf, "w") as f:
-            f.write("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-                    "rule_files: [alerts.yml]\n"
-                    "scrape_configs:\n  - job_name: dueq\n"
-                    f"    static_configs:\n      - targets: [{targets}]\n"
-                    "        labels: {cluster: demo}\n")
-        with open(os.path.join(workdir, "prometheus.log"), "w") as out:
-            prom = subprocess.Popen(
-                ["prometheus", f"--config.file={conf}",
-                 f"--storage.tsdb.path={os.path.join(workdir, 'tsdb')}",
-                 f"--web.listen-address=127.0.0.1:{port}"],
-                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-        wait_for("prometheus ready", lambda: True if http(port, "/-/ready")[0] == 200 else None, 30)
+        prom = Prometheus(workdir, [f"127.0.0.1:{c.admin_port[n]}" for n in c.ids], [RULES],
+                          {"cluster": "demo"})
+        port = prom.port
+        prom.wait_ready()
         # Serving: scraped, and no alert about the cluster after the rules' 15 s.
         wait_for("three nodes scraped", lambda: True if http(
             port, "/api/v1/query?query=" + urllib.parse.quote("count(up == 1) == 3"))[1].count(
@@ -330,12 +318,7 @@ def check_live(build, workdir):
         return problems if fired else ["DueqNoLeader never fired"]
     finally:
         if prom:
-            prom.terminate()
-            try:
-                prom.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                prom.kill()
-                prom.wait()
+            prom.stop()
         c.stop()
 
 

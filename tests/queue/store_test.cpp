@@ -379,8 +379,9 @@ TEST_CASE("release: back to ready, optionally held back by delay_ms", "[queue][r
     CHECK(f.take_one(T0 + 530).key == "a");
 }
 
-TEST_CASE("bury and kick: kick moves the earliest buried first, up to count", "[queue][bury]") {
-    Fixture f;
+namespace {
+// x, y and z, due at T0 + 3, + 1 and + 2, taken and buried at T0 + 5.
+void bury_three(Fixture& f) {
     for (auto [k, t] : {std::pair{"x", T0 + 3}, {"y", T0 + 1}, {"z", T0 + 2}}) {
         REQUIRE(f.apply(put(k, t)).ok());
     }
@@ -389,6 +390,12 @@ TEST_CASE("bury and kick: kick moves the earliest buried first, up to count", "[
         REQUIRE(f.apply(Bury{"q", t.key, t.lease}, T0 + 5).ok());
         CHECK(f.status(t.key) == Status::buried);
     }
+}
+}  // namespace
+
+TEST_CASE("bury and kick: kick moves the earliest buried first, up to count", "[queue][bury]") {
+    Fixture f;
+    bury_three(f);
     CHECK(f.apply(take(), T0 + 5).tasks.empty());
     CHECK(f.s.stats("q", T0 + 5).buried == 3);
     Result r = f.apply(Kick{"q", 2}, T0 + 6);
@@ -403,13 +410,7 @@ TEST_CASE("bury and kick: kick moves the earliest buried first, up to count", "[
 
 TEST_CASE("kick by key moves that buried task only", "[queue][bury]") {
     Fixture f;
-    for (auto [k, t] : {std::pair{"x", T0 + 3}, {"y", T0 + 1}, {"z", T0 + 2}}) {
-        REQUIRE(f.apply(put(k, t)).ok());
-    }
-    for (int i = 0; i < 3; ++i) {
-        TakenTask t = f.take_one(T0 + 5);
-        REQUIRE(f.apply(Bury{"q", t.key, t.lease}, T0 + 5).ok());
-    }
+    bury_three(f);
     // Not the earliest (y): the one named.
     Result r = f.apply(Kick{"q", 1, "x"}, T0 + 6);
     CHECK(r.kicked == 1);
