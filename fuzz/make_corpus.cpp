@@ -74,6 +74,8 @@ void requests() {
     request("kick", client::KickRequest{"tokens", 100}, 14);
     request("stats", client::StatsRequest{"tokens"}, 15);
     request("status", client::StatusRequest{}, 16);
+    request("kick-key", client::KickRequest{"tokens", 1, "token-0001"}, 17);
+    request("list", client::ListRequest{"tokens", "late", 100, "token-0001", kT0, "leader"}, 18);
 }
 
 // ---------------------------------------------------------------- commands
@@ -95,6 +97,7 @@ std::map<std::string, queue::Command> commands() {
         {"release", Release{"tokens", "token-0001", 7, 1000}},
         {"bury", Bury{"tokens", "token-0001", 7}},
         {"kick", Kick{"tokens", 100}},
+        {"kick-key", Kick{"tokens", 1, "token-0001"}},
         {"release-session", ReleaseSession{99}},
         {"advance", Advance{}},
     };
