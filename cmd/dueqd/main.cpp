@@ -69,8 +69,6 @@ void add_options(CLI::App& app, Options& o) {
 #endif
 }
 
-// The config file (or the built-in one) with the command line's overrides; nullopt after
-// saying why on stderr.
 // The usual soft limit of 1024 open files would refuse clients long before
 // max_connections. Raises it to what the config needs: its client connections, plus room
 // for peer links, RocksDB's files, listeners and logs; says so if the hard limit is lower.
@@ -78,8 +76,7 @@ void raise_open_files(const dueq::node::Config& c) {
     rlimit rl{};
     if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
     const rlim_t want = rlim_t(c.limits.max_connections) + 1024;
-    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur >= want) return;
-    if (rl.rlim_cur == RLIM_INFINITY) return;
+    if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= want) return;
     const rlim_t was = rl.rlim_cur;
     rl.rlim_cur = rl.rlim_max == RLIM_INFINITY ? want : std::min(want, rl.rlim_max);
     if (rl.rlim_cur > was && setrlimit(RLIMIT_NOFILE, &rl) != 0) rl.rlim_cur = was;
@@ -93,6 +90,8 @@ void raise_open_files(const dueq::node::Config& c) {
         spdlog::info("open-file limit raised from {} to {}", was, rl.rlim_cur);
 }
 
+// The config file (or the built-in one) with the command line's overrides; nullopt after
+// saying why on stderr.
 std::optional<dueq::node::Config> load_config(const Options& o) {
     dueq::node::Config config;
     try {

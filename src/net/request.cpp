@@ -143,6 +143,39 @@ static_assert(wire::kConsistencies[1] == wire::word::leader);
 static_assert(wire::kListStatuses[std::size_t(queue::ListStatus::late)] == wire::word::late &&
               wire::kListStatuses[std::size_t(queue::ListStatus::done)] == wire::word::done);
 
+std::variant<Body, Fail> list_body(const Fields& r, std::string q,
+                                   std::optional<std::uint64_t> count, bool leader_only) {
+    auto status = r.get<Word>(at(field::status));
+    if (!status) return missing(field::status);
+    const auto n = count.value_or(limits::kDefaultListCount);
+    if (n == 0 || n > limits::kMaxListCount)
+        return Fail{Code::bad_request,
+                    "'count' must be 1.." + std::to_string(limits::kMaxListCount)};
+    auto after = r.text(at(field::after));
+    auto after_time = r.get<std::int64_t>(at(field::after_time));
+    if (after_time && !after) return Fail{Code::bad_request, "'after_time' needs 'after'"};
+    return ListTasks{std::move(q),     queue::ListStatus(status->index),
+                     std::uint32_t(n), std::move(after),
+                     after_time,       leader_only};
+}
+
+// member_add, member_promote, member_remove.
+std::variant<Body, Fail> change_member_body(Op op, const Fields& r) {
+    auto name = r.text(at(field::name));
+    if (!name) return missing(field::name);
+    ChangeMember c{op, std::move(*name)};
+    if (op == Op::member_add) {
+        auto peer = r.text(at(field::peer));
+        auto client = r.text(at(field::client));
+        if (!peer) return missing(field::peer);
+        if (!client) return missing(field::client);
+        c.peer = std::move(*peer);
+        c.client = std::move(*client);
+        c.admin = r.text(at(field::admin)).value_or("");
+    }
+    return c;
+}
+
 // The typed request for `op`, or the required field that is missing or out of range.
 std::variant<Body, Fail> build_body(Op op, const Fields& r, const Limits& lim) {
     using namespace queue;
@@ -166,20 +199,8 @@ std::variant<Body, Fail> build_body(Op op, const Fields& r, const Limits& lim) {
             return GetTask{std::move(q), std::move(k), leader_only};
         case Op::stats:
             return GetStats{std::move(queue), leader_only};
-        case Op::list: {
-            auto status = r.get<Word>(at(field::status));
-            if (!status) return missing(field::status);
-            const auto n = count.value_or(limits::kDefaultListCount);
-            if (n == 0 || n > limits::kMaxListCount)
-                return Fail{Code::bad_request,
-                            "'count' must be 1.." + std::to_string(limits::kMaxListCount)};
-            auto after = r.text(at(field::after));
-            auto after_time = ms(at(field::after_time));
-            if (after_time && !after) return Fail{Code::bad_request, "'after_time' needs 'after'"};
-            return ListTasks{std::move(q),     queue::ListStatus(status->index),
-                             std::uint32_t(n), std::move(after),
-                             after_time,       leader_only};
-        }
+        case Op::list:
+            return list_body(r, std::move(q), count, leader_only);
         case Op::status:
             return GetStatus{};
         case Op::shards:
@@ -188,21 +209,8 @@ std::variant<Body, Fail> build_body(Op op, const Fields& r, const Limits& lim) {
             return GetMembers{};
         case Op::member_add:
         case Op::member_promote:
-        case Op::member_remove: {
-            auto name = r.text(at(field::name));
-            if (!name) return missing(field::name);
-            ChangeMember c{op, std::move(*name)};
-            if (op == Op::member_add) {
-                auto peer = r.text(at(field::peer));
-                auto client = r.text(at(field::client));
-                if (!peer) return missing(field::peer);
-                if (!client) return missing(field::client);
-                c.peer = std::move(*peer);
-                c.client = std::move(*client);
-                c.admin = r.text(at(field::admin)).value_or("");
-            }
-            return c;
-        }
+        case Op::member_remove:
+            return change_member_body(op, r);
         case Op::declare: {
             auto attempts = r.get<std::uint64_t>(at(field::max_attempts));
             return Write{Declare{std::move(q), ms(at(field::lead_ms)), ms(at(field::ttr_ms)),

@@ -207,7 +207,7 @@ void TlsSession::flush_pending() {
 }
 
 void TlsSession::seal(const char* data, std::size_t n) {
-    // A memory BIO takes everything: SSL_write completes whole.
+    // The output BIO takes everything: SSL_write completes whole.
     while (n > 0 && !failed_) {
         clear_errors();
         const int r = SSL_write(ssl_, data, int(std::min<std::size_t>(n, 1u << 30)));

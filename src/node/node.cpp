@@ -157,8 +157,6 @@ class Node::ConnReply final : public Replier {
         : conn_(conn), id_(id), node_(node), op_(op), started_(started) {}
     // Bytes the store budget counts in flight for this write, until it is answered.
     std::uint64_t budget_bytes = 0;
-    // An ack on the leader: the task's time minus the time the ack came (ms).
-    std::optional<std::int64_t> margin_ms;
     void unparked() override {
         const auto now = RequestMeter::Clock::now();
         node_.metrics_.take_wait.record_us(std::uint64_t(
@@ -173,8 +171,9 @@ class Node::ConnReply final : public Replier {
         node_.budget_.release(budget_bytes);
         budget_bytes = 0;
         node_.metrics_.requests.record(op_, o.code, started_);
-        if (margin_ms && o.code == Code::ok && o.result && o.result->ok())
-            node_.metrics_.refresh_margin.record_signed_us(*margin_ms * 1000);
+        if (o.code == Code::ok && o.result && o.result->ok() &&
+            std::holds_alternative<queue::Ack>(*o.command))
+            node_.metrics_.refresh_margin.record_signed_us(o.result->ack_margin * 1000);
         auto c = conn_.lock();
         if (!c || !c->open()) return;
         if (o.code == Code::ok) return c->send(result_reply(id_, *o.command, *o.result));
@@ -260,9 +259,6 @@ void Node::handle(const ConnPtr& conn, std::uint64_t id, net::Write& write, net:
             return reply->answer(o);
         }
         reply->budget_bytes = std::get<std::uint64_t>(admitted);
-        if (const auto* ack = std::get_if<queue::Ack>(&write.command))
-            if (const auto time = store->task_time(ack->queue, ack->key))
-                reply->margin_ms = *time - store_now();
     }
     if (autonomy_->serving()) {
         if (autonomy_->submit(std::move(write.command), wait_ms, std::move(reply), now_ms()))

@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-
 #include <cstdio>
 
 #include "wire/limits.h"
@@ -19,23 +18,19 @@ std::string human_bytes(std::uint64_t bytes) {
     return buf;
 }
 
-// Bytes `cmd` adds given what the store holds now: what a put replaces and the payload
-// an ack replaces are given back.
+// Bytes `cmd` adds given what the store holds now: a put or an ack with a payload replaces
+// the content of the task it names (a put of a new key adds `bound`, its whole record).
 std::uint64_t exact_growth(const queue::Store& store, const queue::Command& cmd,
                            std::uint64_t bound) {
-    if (const auto* put = std::get_if<queue::Put>(&cmd)) {
-        const auto old = store.content_bytes(put->queue, put->key);
-        if (!old) return bound;
-        const std::uint64_t now = put->key.size() + put->payload.size();
-        return now > *old ? now - *old : 0;
-    }
-    if (const auto* ack = std::get_if<queue::Ack>(&cmd)) {
-        const auto old = store.content_bytes(ack->queue, ack->key);
-        if (!old) return 0;  // not_found: nothing changes
-        const std::uint64_t now = ack->key.size() + (ack->payload ? ack->payload->size() : 0);
-        return now > *old ? now - *old : 0;
-    }
-    return bound;
+    const auto* put = std::get_if<queue::Put>(&cmd);
+    const auto* ack = std::get_if<queue::Ack>(&cmd);
+    if (!put && !(ack && ack->payload)) return bound;
+    const std::string& queue = put ? put->queue : ack->queue;
+    const std::string& key = put ? put->key : ack->key;
+    const std::uint64_t content = key.size() + (put ? put->payload : *ack->payload).size();
+    const auto old = store.content_bytes(queue, key);
+    if (!old) return put ? bound : 0;  // an ack of no task changes nothing (not_found)
+    return content > *old ? content - *old : 0;
 }
 }  // namespace
 

@@ -150,6 +150,7 @@ struct Result {
     std::string message;                      // empty when ok
     std::uint64_t version = 0;                // put, ack
     std::uint64_t hlc = 0;                    // put, ack, delete: the stamp merges order by
+    Millis ack_margin = 0;                    // ack: the task's time minus the ack's (ms)
     Millis lease_until = 0;                   // touch
     std::uint32_t kicked = 0;                 // kick
     std::vector<TakenTask> tasks;             // take

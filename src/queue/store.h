@@ -205,8 +205,6 @@ class Store {
     // Key and payload bytes of one task (the record's size, less a fixed header), if it
     // exists: what a put that replaces it frees.
     std::optional<std::size_t> content_bytes(std::string_view queue, std::string_view key) const;
-    // The time of one task, if it exists (without copying it, as get() would).
-    std::optional<Millis> task_time(std::string_view queue, std::string_view key) const;
 
     // Test builds only (see StoreDefect); a no-op in others.
     void plant(StoreDefect defect);

@@ -280,6 +280,7 @@ Result Applier::operator()(const Ack& c) {
     Queue* q = nullptr;
     Task* t = nullptr;
     if (Result r = find_leased(c.queue, c.key, c.lease, &q, &t); !r.ok()) return r;
+    const Millis margin = t->time - now_;
     s_.unlink(*q, t);
     s_.drop_lease(t);
     ++q->counters.acks;
@@ -298,6 +299,7 @@ Result Applier::operator()(const Ack& c) {
     Result r;
     r.version = t->version;
     r.hlc = t->hlc;
+    r.ack_margin = margin;
     if (t->state() == State::done && t->aux <= now_) {
         s_.destroy_unlinked(t, true);  // retention_ms = 0: nothing to keep it for
     } else {

@@ -189,6 +189,7 @@ struct StoreState {
 
     // ---- queues ----
     Queue* find_queue(std::string_view name) const;
+    const Task* find_task(std::string_view queue, std::string_view key) const;
     Queue* get_or_create_queue(std::string_view name);  // nullptr if kMaxQueues reached
     QueueSettings base_settings() const;
     void recompute_settings(Queue& q);

@@ -87,21 +87,43 @@ QueueStats Store::stats(std::string_view queue, Millis now, std::uint64_t count_
 }
 
 namespace {
-// The tree `status` lists from, and whether it is ordered by time (else by aux).
+// Taken tasks are listed by lease_until and done ones by when retention removes them
+// (both kept in `aux`); the others by time.
+Millis list_order(const Task& t, ListStatus status) {
+    return status == ListStatus::taken || status == ListStatus::done ? Millis(t.aux) : t.time;
+}
+
+// Whether `t` is in the listing of `status` at `now`.
+bool listed(const Task& t, ListStatus status, Millis now) {
+    switch (status) {
+        case ListStatus::ready:
+            return t.state() == State::ready;
+        case ListStatus::late:
+            return t.state() == State::ready && t.time < now;
+        case ListStatus::taken:
+            return t.state() == State::taken;
+        case ListStatus::buried:
+            return t.state() == State::buried;
+        case ListStatus::done:
+            return t.state() == State::done;
+    }
+    return false;
+}
+
+// Calls fn with the tree `status` lists from.
 template <class Fn>
-auto with_list_tree(const Queue& q, ListStatus status, Fn&& fn) {
+void with_list_tree(const Queue& q, ListStatus status, Fn&& fn) {
     switch (status) {
         case ListStatus::taken:
-            return fn(q.taken, false);
+            return fn(q.taken);
         case ListStatus::done:
-            return fn(q.done, false);
+            return fn(q.done);
         case ListStatus::buried:
-            return fn(q.buried, true);
+            return fn(q.buried);
         case ListStatus::ready:
         case ListStatus::late:
-            break;
+            return fn(q.ready);
     }
-    return fn(q.ready, true);
 }
 }  // namespace
 
@@ -111,10 +133,8 @@ ListPage Store::list(std::string_view queue, ListStatus status,
     ListPage page;
     const Queue* q = impl_->find_queue(queue);
     if (q == nullptr || limit == 0) return page;
-    with_list_tree(*q, status, [&](const auto& tree, bool by_time) {
-        using Probe =
-            std::conditional_t<std::is_same_v<std::decay_t<decltype(tree)>, detail::TimeTree>,
-                               detail::TimeProbe, detail::AuxProbe>;
+    with_list_tree(*q, status, [&](const auto& tree) {
+        using Probe = typename std::decay_t<decltype(tree)>::probe_type;
         auto it = after ? tree.upper_bound(detail::OrderKey{after->first, after->second}, Probe{})
                         : tree.begin();
         for (; it != tree.end(); ++it) {
@@ -126,8 +146,7 @@ ListPage Store::list(std::string_view queue, ListStatus status,
             const bool taken = it->state() == State::taken;
             page.tasks.push_back(ListedTask{std::string(it->key()), detail::status_of(it->state()),
                                             it->time, static_cast<std::uint32_t>(it->attempts),
-                                            taken ? Millis(it->aux) : 0,
-                                            by_time ? it->time : Millis(it->aux)});
+                                            taken ? Millis(it->aux) : 0, list_order(*it, status)});
         }
     });
     return page;
@@ -135,23 +154,9 @@ ListPage Store::list(std::string_view queue, ListStatus status,
 
 std::optional<Millis> Store::list_position(std::string_view queue, ListStatus status,
                                            std::string_view key, Millis now) const {
-    const Queue* q = impl_->find_queue(queue);
-    const Task* t = q ? impl_->table.find(q->id, key) : nullptr;
-    if (t == nullptr) return std::nullopt;
-    const State s = t->state();
-    switch (status) {
-        case ListStatus::ready:
-            return s == State::ready ? std::optional(t->time) : std::nullopt;
-        case ListStatus::late:
-            return s == State::ready && t->time < now ? std::optional(t->time) : std::nullopt;
-        case ListStatus::buried:
-            return s == State::buried ? std::optional(t->time) : std::nullopt;
-        case ListStatus::taken:
-            return s == State::taken ? std::optional(Millis(t->aux)) : std::nullopt;
-        case ListStatus::done:
-            return s == State::done ? std::optional(Millis(t->aux)) : std::nullopt;
-    }
-    return std::nullopt;
+    const Task* t = impl_->find_task(queue, key);
+    if (t == nullptr || !listed(*t, status, now)) return std::nullopt;
+    return list_order(*t, status);
 }
 
 QueueCounters Store::counters(std::string_view queue) const {
@@ -293,17 +298,9 @@ std::size_t Store::region_limit_bytes() const {
     return reserved != 0 ? reserved : detail::TaskRegion::kMaxBytes;
 }
 
-std::optional<Millis> Store::task_time(std::string_view queue, std::string_view key) const {
-    const Queue* q = impl_->find_queue(queue);
-    const Task* t = q ? impl_->table.find(q->id, key) : nullptr;
-    if (t == nullptr) return std::nullopt;
-    return t->time;
-}
-
 std::optional<std::size_t> Store::content_bytes(std::string_view queue,
                                                 std::string_view key) const {
-    const Queue* q = impl_->find_queue(queue);
-    const Task* t = q ? impl_->table.find(q->id, key) : nullptr;
+    const Task* t = impl_->find_task(queue, key);
     if (t == nullptr) return std::nullopt;
     return t->key().size() + t->payload().size();
 }

@@ -32,6 +32,11 @@ Queue* detail::StoreState::find_queue(std::string_view name) const {
     return it == queues_by_name.end() ? nullptr : it->second.get();
 }
 
+const Task* detail::StoreState::find_task(std::string_view queue, std::string_view key) const {
+    const Queue* q = find_queue(queue);
+    return q ? table.find(q->id, key) : nullptr;
+}
+
 Queue* detail::StoreState::get_or_create_queue(std::string_view name) {
     if (Queue* q = find_queue(name)) return q;
     if (queues.size() >= detail::kMaxQueues) return nullptr;

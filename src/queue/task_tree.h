@@ -96,6 +96,7 @@ class RegionTree {
     };
     using iterator = Iter<T>;
     using const_iterator = Iter<const T>;
+    using probe_type = Probe;  // what lower_bound and upper_bound take
 
     // Its elements must come from `region` too (the store's arena's slabs).
     explicit RegionTree(TaskRegion& region)

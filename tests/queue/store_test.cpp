@@ -288,6 +288,7 @@ TEST_CASE("ack with a time: ready again at that time, attempts reset", "[queue][
     Result r = f.apply(a, T0 + 10);
     REQUIRE(r.ok());
     CHECK(r.version == 3);
+    CHECK(r.ack_margin == -10);  // acked 10 ms after the task's time
     auto v = f.s.get("q", "a");
     CHECK(v->status == Status::ready);
     CHECK(v->time == T0 + 3600);
