@@ -40,7 +40,7 @@ DASHBOARDS = os.path.join(ROOT, "contrib", "grafana")
 TESTS = os.path.join(ROOT, "contrib", "prometheus", "alerts_test.yml")
 sys.path.insert(0, os.path.join(ROOT, "testing", "chaos"))
 from harness.cluster import Cluster  # noqa: E402
-from harness.prometheus import Prometheus  # noqa: E402
+from harness.prometheus import Prometheus, scrape  # noqa: E402
 
 
 def promtool(*args, cwd=None):
@@ -188,19 +188,6 @@ def wait_for(what, until, timeout):
             return got
         time.sleep(0.5)
     raise RuntimeError(f"{what}: not within {timeout} s")
-
-
-def scrape(port):
-    """{series with labels: value} of one node's /metrics."""
-    status, body = http(port, "/metrics")
-    if status != 200:
-        raise RuntimeError(f"/metrics answered {status}")
-    out = {}
-    for line in body.splitlines():
-        if line and not line.startswith("#"):
-            name, value = line.rsplit(" ", 1)
-            out[name] = float(value)
-    return out
 
 
 def check_metrics(build, workdir):

@@ -22,20 +22,11 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "testing", "chaos"))
 from harness.cluster import Cluster  # noqa: E402
+from harness.prometheus import scrape  # noqa: E402
 from harness.test_main import test_main  # noqa: E402
 
 BUDGET = 4 << 20
 KEYS = 20000  # of 500 bytes: about three times the budget
-
-
-def metrics(port):
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-    out = {}
-    for line in text.splitlines():
-        if line.startswith("dueq_store_"):
-            name, value = line.rsplit(" ", 1)
-            out[name] = float(value)
-    return out
 
 
 def health(port):
@@ -78,7 +69,7 @@ def run(build, work):
         if rc != 4 or "store_full" not in err:
             return f"puts past the budget: exit {rc}, {err!r}; wanted 4 and store_full"
         print(f"refused: {err}")
-        m = metrics(c.admin_port[leader])
+        m = scrape(c.admin_port[leader])
         used, limit = m["dueq_store_bytes"], m["dueq_store_limit_bytes"]
         print(f"leader: dueq_store_bytes {used:.0f} of dueq_store_limit_bytes {limit:.0f}")
         if limit != BUDGET or used > limit or used < 0.85 * limit:

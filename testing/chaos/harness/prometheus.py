@@ -10,6 +10,18 @@ import urllib.request
 from .cluster import free_port
 
 
+def scrape(port):
+    """{series with its labels: value} of the /metrics a node's admin serves on `port`."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            out[name] = float(value)
+    return out
+
+
 class Prometheus:
     def __init__(self, workdir, targets, rule_files=(), labels=None):
         """`targets`: host:port of each /metrics; `rule_files` are copied into `workdir`;
