@@ -21,6 +21,7 @@ test_packages=(
   prometheus chromium  # tests/admin: a real Prometheus scrapes /metrics, headless Chromium renders /
   tcpdump  # tests/cluster/tls_wire.py: what crosses the wire with TLS on and off
   python3-yaml  # tests/admin/alerts_test.py: plants defects in contrib/prometheus/alerts.yml
+  python3-msgpack  # tests/cluster/backup_restore.py: decodes the task records of a backup file
 )
 [ "${1:-}" = "--test" ] && packages+=("${test_packages[@]}")
 

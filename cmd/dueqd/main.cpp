@@ -8,6 +8,7 @@
 #include <sys/resource.h>
 #include <systemd/sd-daemon.h>
 
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <functional>
@@ -21,11 +22,12 @@
 
 #include <iostream>
 
-#include "common/version.h"
 #include "common/invariant.h"
+#include "common/version.h"
 #include "node/config.h"
 #include "node/json_log.h"
 #include "node/node.h"
+#include "node/restore.h"
 #ifdef DUEQD_TEST_FLAGS
 #include "testing/fault-fs/fault_fs.h"
 #include "testing/planted/planted.h"
@@ -34,7 +36,7 @@
 namespace {
 
 struct Options {
-    std::string config_path, data_dir, listen, log_level;
+    std::string config_path, data_dir, listen, log_level, restore;
     std::uint64_t join_id = 0;
     bool print_default = false;
 #ifdef DUEQD_TEST_FLAGS
@@ -56,6 +58,10 @@ void add_options(CLI::App& app, Options& o) {
                    "join a running cluster as the new member ID that `dueqctl member add` made; "
                    "the data dir must be empty (docs/operations.md)")
         ->check(CLI::Range(std::uint64_t(1), std::uint64_t(1) << 32));
+    app.add_option("--restore", o.restore,
+                   "seed the (empty) data dir from a backup file that `dueqctl backup` wrote, "
+                   "then exit; start dueqd again without it to serve (docs/operations.md)")
+        ->check(CLI::ExistingFile);
 #ifdef DUEQD_TEST_FLAGS
     const std::string names = dueq::testing::planted_list();
     app.add_option("--plant", o.plant,
@@ -185,6 +191,39 @@ class TestFlags {
 };
 #endif
 
+// dueqd --restore FILE: progress on stderr, a summary on stdout.
+int restore(const dueq::node::Config& config, const std::string& file) {
+    const auto started = std::chrono::steady_clock::now();
+    auto last = started;
+    dueq::node::RestoreSummary summary;
+    auto err = dueq::node::restore_backup(
+        config, file, summary, [&](std::uint64_t read, std::uint64_t total) {
+            const auto now = std::chrono::steady_clock::now();
+            if (now - last < std::chrono::seconds(1)) return;
+            last = now;
+            spdlog::info("restore: read {} of {} MiB", read >> 20, total >> 20);
+        });
+    if (err) {
+        spdlog::critical("restore: {}", *err);
+        return 1;
+    }
+    const double took =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    const auto& h = summary.header;
+    char seconds[32];
+    std::snprintf(seconds, sizeof seconds, "%.1f s", took);
+    std::cout << "dueqd restored " << summary.tasks << " tasks (" << (summary.file_bytes >> 20)
+              << " MiB) into " << config.data_dir << " in " << seconds << ": index " << h.index
+              << ", term " << h.term << ", backed up from node " << h.node << " of cluster "
+              << h.cluster << " (" << h.version << ")" << std::endl;
+    if (h.cluster != config.cluster_id)
+        spdlog::warn(
+            "the backup is of cluster '{}'; this node's config says '{}', which it "
+            "will serve as",
+            h.cluster, config.cluster_id);
+    return 0;
+}
+
 // Runs the node until SIGINT or SIGTERM. SIGHUP rereads the shard map file ([shard]
 // map_file) and the TLS files ([tls]); a map the node cannot serve by, or files that do not
 // load, are refused with a log line and the old ones stay. Open connections are not
@@ -241,6 +280,7 @@ int main(int argc, char** argv) {
     auto config = load_config(options);
     if (!config || !start_logging(*config)) return 2;
     spdlog::info("{} starting", dueq::version_line("dueqd"));
+    if (!options.restore.empty()) return restore(*config, options.restore);
     raise_open_files(*config);
     std::signal(SIGPIPE, SIG_IGN);
     boost::asio::io_context io(1);

@@ -113,6 +113,10 @@ template <>
 struct ResponseOf<ListRequest> {
     using type = ListResponse;
 };
+template <>
+struct ResponseOf<BackupRequest> {
+    using type = BackupResponse;
+};
 template <> struct ResponseOf<StatusRequest> { using type = StatusResponse; };
 template <>
 struct ResponseOf<MembersRequest> {
@@ -162,6 +166,7 @@ public:
     void async(const KickRequest& req, Callback<KickResponse> done, CallOptions opts = {});
     void async(const StatsRequest& req, Callback<StatsResponse> done, CallOptions opts = {});
     void async(const ListRequest& req, Callback<ListResponse> done, CallOptions opts = {});
+    void async(const BackupRequest& req, Callback<BackupResponse> done, CallOptions opts = {});
     void async(const StatusRequest& req, Callback<StatusResponse> done, CallOptions opts = {});
     void async(const MembersRequest& req, Callback<MembersResponse> done, CallOptions opts = {});
     void async(const MemberAddRequest& req, Callback<MemberChangeResponse> done,
@@ -226,6 +231,7 @@ public:
         return call(r, o);
     }
     Result<ListResponse> list(const ListRequest& r, CallOptions o = {}) { return call(r, o); }
+    Result<BackupResponse> backup(const BackupRequest& r, CallOptions o = {}) { return call(r, o); }
     Result<StatusResponse> status(CallOptions o = {}) { return call(StatusRequest{}, o); }
     Result<MembersResponse> members(CallOptions o = {}) { return call(MembersRequest{}, o); }
     Result<MemberChangeResponse> member_add(const MemberAddRequest& r, CallOptions o = {}) {

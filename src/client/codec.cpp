@@ -249,6 +249,15 @@ Result<std::string> encode_request(const ListRequest& req, uint64_t id) {
     return w.finish();
 }
 
+Result<std::string> encode_request(const BackupRequest& req, uint64_t id) {
+    RequestWriter w(BackupRequest::op, id);
+    if (req.backup) {
+        w.uint(field::backup, req.backup);
+        w.uint(field::seq, req.seq);
+    }
+    return w.finish();
+}
+
 Result<std::string> encode_request(const StatusRequest&, uint64_t id) {
     return RequestWriter(StatusRequest::op, id).finish();
 }

@@ -385,6 +385,25 @@ Status decode_result(const msgpack::object& map, ListResponse* out) {
     return ok_status();
 }
 
+Status decode_result(const msgpack::object& map, BackupResponse* out) {
+    uint64_t seq = 0;
+    DUEQ_TRY(get_u64(map, field::backup, &out->backup, true));
+    DUEQ_TRY(get_u64(map, field::seq, &seq, true));
+    if (seq > UINT32_MAX) return bad("'seq' is out of range");
+    out->seq = uint32_t(seq);
+    DUEQ_TRY(get_u64(map, field::index, &out->index, true));
+    DUEQ_TRY(get_u64(map, field::term, &out->term, true));
+    DUEQ_TRY(get_i64(map, field::time, &out->time, true));
+    DUEQ_TRY(get_bytes(map, field::cluster_id, &out->cluster, true));
+    DUEQ_TRY(get_text(map, field::node_id, &out->node_id));
+    DUEQ_TRY(get_bytes(map, field::version, &out->version, false));
+    DUEQ_TRY(get_bytes(map, field::records, &out->data, true));
+    const msgpack::object* last = find(map, field::last);
+    if (!last || last->type != msgpack::type::BOOLEAN) return bad("'last' is not a boolean");
+    out->last = last->via.boolean;
+    return ok_status();
+}
+
 Status decode_result(const msgpack::object& map, StatusResponse* out) {
     out->raw = repack(map);
     DUEQ_TRY(get_bytes(map, field::version, &out->version, false));

@@ -216,6 +216,23 @@ struct ListResponse {
     int64_t after_time = 0;
 };
 
+// One chunk of a backup (docs/operations.md, "Backing up"): without `backup`, the node
+// starts one and answers its chunk 0; then chunk `seq` of it, on the same connection.
+struct BackupRequest {
+    static constexpr std::string_view op = wire::op_name(wire::Op::backup);
+    uint64_t backup = 0;  // 0: start one
+    uint32_t seq = 0;
+};
+struct BackupResponse {
+    uint64_t backup = 0;
+    uint32_t seq = 0;
+    uint64_t index = 0, term = 0;  // the applied entry the backup is a view of
+    int64_t time = 0;              // its log time
+    std::string cluster, node_id, version;
+    std::string data;  // chunk 0: the store-wide record; then (key, sealed task) pairs
+    bool last = false;
+};
+
 struct StatusRequest {
     static constexpr std::string_view op = wire::op_name(wire::Op::status);
 };

@@ -207,6 +207,14 @@ std::variant<Body, Fail> build_body(Op op, const Fields& r, const Limits& lim) {
             return GetShards{};
         case Op::members:
             return GetMembers{};
+        case Op::backup: {
+            const auto backup = r.get<std::uint64_t>(at(field::backup)).value_or(0);
+            const auto seq = r.get<std::uint64_t>(at(field::seq)).value_or(0);
+            if (backup == 0 && seq != 0)
+                return Fail{Code::bad_request, "'seq' needs the 'backup' the first chunk named"};
+            if (backup != 0 && seq == 0) return missing(field::seq);
+            return BackupChunk{backup, std::uint32_t(seq)};
+        }
         case Op::member_add:
         case Op::member_promote:
         case Op::member_remove:

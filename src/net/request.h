@@ -42,6 +42,12 @@ struct ListTasks {
     bool leader_only = false;
 };
 struct GetStatus {};
+// backup: the first chunk of a new backup (no `backup` id), or chunk `seq` of one
+// (docs/operations.md, "Backing up").
+struct BackupChunk {
+    std::uint64_t backup = 0;  // 0: start one
+    std::uint32_t seq = 0;
+};
 struct GetShards {};
 struct GetMembers {};
 // member_add, member_promote or member_remove (`op` says which) of the member `name`.
@@ -55,7 +61,7 @@ struct Write {
     std::int64_t wait_ms = 0;  // take: wait this long for a task to come due (0: answer now)
 };
 using Body = std::variant<Ping, Hello, GetTask, GetStats, ListTasks, GetStatus, GetShards,
-                          GetMembers, ChangeMember, Write>;
+                          GetMembers, ChangeMember, BackupChunk, Write>;
 
 struct Request {
     std::uint64_t id = 0;

@@ -131,6 +131,7 @@ void Node::stop() {
     stopped_ = true;
     if (admin_) admin_->stop();
     if (server_) server_->stop();
+    backups_ = Backups{};
     if (shell_) shell_->write_applied_state();  // so that a restart replays nothing
     if (raft_io_) raft_io_->stop();             // flushes what is queued
     if (db_) {
@@ -278,6 +279,7 @@ void Node::send_error(const ConnPtr& conn, std::uint64_t id, queue::Code code,
 
 void Node::on_close(const ConnPtr& conn) {
     if (stopped_ || conn->session == 0) return;
+    backups_.end_owner(conn->session);
     writes_->sessions().close(conn->session, now_ms());
     arm_timer();
 }

@@ -27,6 +27,7 @@
 #include "net/request.h"
 #include "net/server.h"
 #include "node/autonomy.h"
+#include "node/backups.h"
 #include "node/clock.h"
 #include "node/config.h"
 #include "node/leader_reads.h"
@@ -112,6 +113,8 @@ class Node {
     queue::Code serve_list(const ConnPtr& conn, std::uint64_t id, const net::ListTasks& list);
     queue::Code handle(const ConnPtr& conn, std::uint64_t id, net::GetStatus& status);
     queue::Code handle(const ConnPtr& conn, std::uint64_t id, net::GetShards& shards);
+    // A backup's first chunk, once its checkpoint is taken, or its next one (node_backup.cpp).
+    queue::Code handle(const ConnPtr& conn, std::uint64_t id, net::BackupChunk& req);
     // Membership (node_members.cpp).
     queue::Code handle(const ConnPtr& conn, std::uint64_t id, net::GetMembers& members);
     queue::Code handle(const ConnPtr& conn, std::uint64_t id, net::ChangeMember& change);
@@ -189,6 +192,7 @@ class Node {
     mutable NodeClock clock_;  // every time the node reads goes through it (clock.h)
     PlantedDefects planted_;
     std::unique_ptr<storage::Database> db_;
+    Backups backups_;                          // after db_: their checkpoints read it
     std::unique_ptr<RaftIo> raft_io_;          // after db_: it writes there
     std::unique_ptr<shell::RaftShell> shell_;  // after raft_io_: it writes through it
     std::unique_ptr<WritePath> writes_;        // after shell_: it proposes through it

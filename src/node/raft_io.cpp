@@ -210,6 +210,23 @@ void RaftIo::checkpoint(const raft::SnapshotMeta& meta) {
         }});
 }
 
+void RaftIo::backup_checkpoint(const raft::SnapshotMeta& meta, CheckpointDone done) {
+    if (meta.index == 0) {
+        auto cp = checkpoint_;
+        asio::post(io_, [this, alive = std::weak_ptr<bool>(alive_), cp, done = std::move(done)] {
+            if (!alive.expired() && !stopped_) done(cp);
+        });
+        return;
+    }
+    std::weak_ptr<bool> alive = alive_;
+    writer_->submit(storage::CheckpointRequest{
+        meta, [this, alive, done = std::move(done)](std::shared_ptr<const storage::Checkpoint> cp) {
+            asio::post(io_, [this, alive, done, cp = std::move(cp)] {
+                if (!alive.expired() && !stopped_) done(cp);
+            });
+        }});
+}
+
 void RaftIo::send(const raft::Message& m) {
     if (!mesh_ || stopped_) return;
     if (m.type == raft::MessageType::snapshot) {

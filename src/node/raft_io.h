@@ -75,6 +75,12 @@ class RaftIo final : public shell::Storage, public shell::Transport, public Over
         checkpoint_ = std::move(cp);
     }
 
+    // A checkpoint for a backup: the applied state at `meta` (which the shell has just
+    // handed to storage), or, for `meta` of index 0, the log's starting snapshot's. `done`
+    // runs on the event loop (not after stop()); null when there is none.
+    using CheckpointDone = std::function<void(std::shared_ptr<const storage::Checkpoint>)>;
+    void backup_checkpoint(const raft::SnapshotMeta& meta, CheckpointDone done);
+
     // Autonomous mode: where overlay write completions and Merge frames from peers go.
     void set_autonomy(Autonomy* autonomy) { autonomy_ = autonomy; }
     // Sends Merge commands to the leader (a peer frame of kind 'M').

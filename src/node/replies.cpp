@@ -173,6 +173,33 @@ std::string member_changed_reply(std::uint64_t id, const std::string& name, std:
     return f.finish();
 }
 
+std::string backup_reply(std::uint64_t id, const BackupReply& b) {
+    FrameBuilder f(4 * kAnswerBytes + b.data.size() + b.cluster.size() + b.node_id.size());
+    f.begin_ok(id, 10);
+    f.key(field::backup);
+    f.pk().pack_uint64(b.backup);
+    f.key(field::seq);
+    f.pk().pack_uint32(b.seq);
+    f.key(field::index);
+    f.pk().pack_uint64(b.index);
+    f.key(field::term);
+    f.pk().pack_uint64(b.term);
+    f.key(field::time);
+    f.pk().pack_int64(b.time);
+    f.key(field::cluster_id);
+    f.str(b.cluster);
+    f.key(field::node_id);
+    f.str(b.node_id);
+    f.key(field::version);
+    f.str(dueq::build());
+    f.key(field::records);
+    f.pk().pack_bin(std::uint32_t(b.data.size()));
+    f.pk().pack_bin_body(b.data.data(), std::uint32_t(b.data.size()));
+    f.key(field::last);
+    f.pk().pack(b.last);
+    return f.finish();
+}
+
 std::string status_reply(std::uint64_t id, const StatusInfo& s) {
     FrameBuilder f;
     f.begin_ok(id, 16);

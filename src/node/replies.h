@@ -50,7 +50,20 @@ struct MembersInfo {
     bool pending = false;                // not committed yet
 };
 
+// One chunk of a backup (the `backup` op): the stream, its place, the view's index, term
+// and time, who sent it, and the records.
+struct BackupReply {
+    std::uint64_t backup = 0;
+    std::uint32_t seq = 0;
+    std::uint64_t index = 0, term = 0;
+    std::int64_t time = 0;
+    std::string cluster, node_id;
+    std::string_view data;
+    bool last = false;
+};
+
 std::string get_reply(std::uint64_t id, const queue::TaskView& task);
+std::string backup_reply(std::uint64_t id, const BackupReply& b);
 std::string members_reply(std::uint64_t id, const MembersInfo& m);
 // A membership change applied: the member it was about.
 std::string member_changed_reply(std::uint64_t id, const std::string& name, std::uint64_t raft_id);

@@ -430,38 +430,6 @@ Status Checkpoint::Reader::status() const {
     return meta_status_;
 }
 
-void append_pair(std::string& out, std::string_view key, std::string_view value) {
-    auto put32 = [&](std::size_t n) {
-        for (int i = 3; i >= 0; --i)
-            out.push_back(char(n >> (8 * i)));
-    };
-    put32(key.size());
-    out.append(key);
-    put32(value.size());
-    out.append(value);
-}
-
-bool split_pairs(std::string_view chunk, std::vector<std::pair<std::string, std::string>>& out) {
-    auto get32 = [&](std::size_t& n) {
-        if (chunk.size() < 4) return false;
-        n = 0;
-        for (int i = 0; i < 4; ++i)
-            n = (n << 8) | static_cast<unsigned char>(chunk[i]);
-        chunk.remove_prefix(4);
-        return chunk.size() >= n;
-    };
-    while (!chunk.empty()) {
-        std::size_t kn = 0, vn = 0;
-        if (!get32(kn)) return false;
-        std::string key(chunk.substr(0, kn));
-        chunk.remove_prefix(kn);
-        if (!get32(vn)) return false;
-        out.emplace_back(std::move(key), std::string(chunk.substr(0, vn)));
-        chunk.remove_prefix(vn);
-    }
-    return true;
-}
-
 std::optional<std::pair<std::string_view, std::string_view>> split_task_key(std::string_view k) {
     if (k.size() < 2) return std::nullopt;
     const std::size_t qlen = std::size_t((unsigned char)k[0]) << 8 | (unsigned char)k[1];

@@ -26,6 +26,7 @@
 
 #include "queue/store.h"
 #include "raft/types.h"
+#include "storage/pairs.h"
 #include "storage/writes.h"
 
 namespace rocksdb {
@@ -81,11 +82,6 @@ class Checkpoint {
     const rocksdb::Snapshot* snap_ = nullptr;
     raft::SnapshotMeta meta_;
 };
-
-// Appends/reads the (key, value) pairs Checkpoint::Reader produces.
-void append_pair(std::string& out, std::string_view key, std::string_view value);
-// Splits `chunk` into pairs; false if it is malformed.
-bool split_pairs(std::string_view chunk, std::vector<std::pair<std::string, std::string>>& out);
 
 class Database {
   public:

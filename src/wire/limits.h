@@ -81,6 +81,13 @@ inline constexpr std::uint32_t kMaxKickCount = 100'000;
 // Tasks in one page of `list` (and its default); a page costs the node O(log n + count).
 inline constexpr std::uint32_t kMaxListCount = 1'000;
 inline constexpr std::uint32_t kDefaultListCount = 100;
+// Backups a node streams at once (`backup`): each holds a RocksDB snapshot, which keeps
+// compaction from dropping what was overwritten since, so a stream that stops asking for
+// chunks this long is dropped. A chunk holds about kBackupChunkBytes of records (more if
+// one record is larger).
+inline constexpr std::size_t kMaxBackups = 2;
+inline constexpr std::int64_t kBackupIdleMs = 60'000;
+inline constexpr std::size_t kBackupChunkBytes = 1 << 20;
 // Reads with consistency "leader" waiting for the leader to confirm it still leads; past
 // this many a read is answered `unavailable` (docs/protocol.md).
 inline constexpr std::size_t kMaxPendingLeaderReads = 100'000;

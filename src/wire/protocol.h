@@ -41,6 +41,7 @@ enum class Op : std::uint8_t {
     member_promote,
     member_remove,
     list,
+    backup,
 };
 
 struct OpInfo {
@@ -53,7 +54,7 @@ struct OpInfo {
 };
 
 // clang-format off
-inline constexpr std::array<OpInfo, 20> kOps{{
+inline constexpr std::array<OpInfo, 21> kOps{{
     //  op           name       writes resend task   lease
     {Op::ping,    "ping",    false, true,  false, false},
     {Op::hello,   "hello",   false, true,  false, false},
@@ -78,6 +79,8 @@ inline constexpr std::array<OpInfo, 20> kOps{{
     {Op::member_promote, "member_promote", false, false, false, false},
     {Op::member_remove,  "member_remove",  false, false, false, false},
     {Op::list,           "list",           false, true,  false, false},
+    // A stream of chunks in order: a resent request would skip one.
+    {Op::backup,         "backup",         false, false, false, false},
 }};
 // clang-format on
 
@@ -118,6 +121,7 @@ inline constexpr std::string_view mode = "mode", consistency = "consistency";
 inline constexpr std::string_view token = "token", redirect = "redirect";
 inline constexpr std::string_view forwarded = "forwarded";
 inline constexpr std::string_view after = "after", after_time = "after_time";  // list
+inline constexpr std::string_view backup = "backup", seq = "seq";  // backup (answers too)
 // Answers: hello, declare, put/ack, touch, kick, get, take.
 inline constexpr std::string_view node_id = "node_id", protocol = "protocol";
 inline constexpr std::string_view settings = "settings", version = "version";
@@ -146,6 +150,9 @@ inline constexpr std::string_view client = "client", map_version = "map_version"
 // members and member_*: also name, peer, client, role, match, lag, connected, pending.
 inline constexpr std::string_view raft_id = "raft_id", admin = "admin";
 inline constexpr std::string_view membership_index = "membership_index";
+// backup (besides backup, seq, term, time, node_id and version).
+inline constexpr std::string_view index = "index", cluster_id = "cluster_id";
+inline constexpr std::string_view records = "records", last = "last";
 }  // namespace field
 
 // The words some fields take.
@@ -197,7 +204,7 @@ struct RequestField {
 // Every field a request may carry besides `id` and `op` (unknown fields are ignored).
 // Which op reads which, and which it requires: docs/protocol.md.
 // clang-format off
-inline constexpr std::array<RequestField, 28> kRequestFields{{
+inline constexpr std::array<RequestField, 30> kRequestFields{{
     {field::queue,                 FieldType::name},
     {field::key,                   FieldType::task_key},
     {field::payload,               FieldType::payload},
@@ -226,6 +233,8 @@ inline constexpr std::array<RequestField, 28> kRequestFields{{
     {field::status,                FieldType::word, 0, kListStatuses},  // list
     {field::after,                 FieldType::task_key},
     {field::after_time,            FieldType::time},
+    {field::backup,                FieldType::count},  // backup
+    {field::seq,                   FieldType::count, UINT32_MAX},
 }};
 // clang-format on
 

@@ -75,7 +75,9 @@ TEST_CASE("docs/protocol.md gives the fixed limits the header has") {
     CHECK(rows.at("a command as logged") == limits::kRecordPayloadBytes);
     CHECK(rows.at("leader reads waiting for the leader to confirm it leads") ==
           limits::kMaxPendingLeaderReads);
-    CHECK(rows.size() == 7);
+    CHECK(rows.at("backups streamed at once by one node") == limits::kMaxBackups);
+    CHECK(rows.at("a backup not asked for its next chunk") == std::uint64_t(limits::kBackupIdleMs));
+    CHECK(rows.size() == 9);
 }
 
 TEST_CASE("the config parser takes its defaults and ranges from the header") {

@@ -202,6 +202,15 @@ std::vector<Case> request_cases() {
         c("after_time", l ? l->after_time : std::nullopt, std::optional<std::int64_t>(1234));
         c("consistency", l && l->leader_only, true);
     });
+    for (const std::uint64_t id : {std::uint64_t(0), std::uint64_t(41)}) {
+        client::BackupRequest backup{id, id ? 3u : 0u};
+        add(Op::backup, encoded(client::encode_request(backup, 77)),
+            [id](const net::Request& r, Compare& c) {
+                const auto* b = std::get_if<net::BackupChunk>(&r.body);
+                c("backup", b ? b->backup : 99, id);
+                c("seq", b ? b->seq : 99u, id ? 3u : 0u);
+            });
+    }
     add(Op::status, encoded(client::encode_request(client::StatusRequest{}, 77)),
         [](const net::Request& r, Compare& c) {
             c("body", std::holds_alternative<net::GetStatus>(r.body), true);

@@ -314,7 +314,8 @@ ttr_ms = {self.ttr_ms}
     def clock_file(self, n):
         return os.path.join(self.dir, n, "clock-offset")
 
-    def start_node(self, n, join=None):
+    def write_config(self, n):
+        """Writes node n's config (and the cluster's secret, once); returns its path."""
         os.makedirs(os.path.join(self.dir, n), exist_ok=True)
         secret = os.path.join(self.dir, "cluster-secret")
         if not os.path.exists(secret):
@@ -323,6 +324,17 @@ ttr_ms = {self.ttr_ms}
         conf = os.path.join(self.dir, n, "dueqd.toml")
         with open(conf, "w") as f:
             f.write(self.config_text(n))
+        return conf
+
+    def restore_node(self, n, backup):
+        """`dueqd --restore BACKUP` into node n's (fresh) data dir; the CompletedProcess."""
+        conf = self.write_config(n)
+        return subprocess.run([self.binary("cmd/dueqd/dueqd"), "--config", conf,
+                               "--restore", backup], capture_output=True, text=True,
+                              timeout=600)
+
+    def start_node(self, n, join=None):
+        conf = self.write_config(n)
         # dueqd-test is dueqd with the test-only flags; the product binary otherwise.
         test_flags = self.power_cut or self.plant
         args = [self.binary("cmd/dueqd/dueqd-test" if test_flags else "cmd/dueqd/dueqd"),
