@@ -21,7 +21,8 @@ test_packages=(
   prometheus chromium  # tests/admin: a real Prometheus scrapes /metrics, headless Chromium renders /
   tcpdump  # tests/cluster/tls_wire.py: what crosses the wire with TLS on and off
   python3-yaml  # tests/admin/alerts_test.py: plants defects in contrib/prometheus/alerts.yml
-  python3-msgpack  # tests/cluster/backup_restore.py: decodes the task records of a backup file
+  python3-msgpack  # clients/python, and tests/cluster/backup_restore.py (a backup's records)
+  golang-go golang-github-vmihailenco-msgpack.v5-dev  # clients/go: the Go client and its tests
 )
 [ "${1:-}" = "--test" ] && packages+=("${test_packages[@]}")
 
