@@ -17,11 +17,12 @@ class Worker:
     raises: Bury buries the task, anything else releases it after `release_delay_ms`.
     While a handler runs, its lease is touched every ttr/2. A task whose lease turned out
     stale (lease_mismatch: it expired and went to another worker) is dropped, never acked.
-    stop() stops taking, lets running handlers finish within `grace` seconds, releases
-    what is still held, and makes run() return."""
+    A handler that runs past `handler_timeout` seconds (if set) is given up on: its task is
+    released and its result dropped. stop() stops taking, lets running handlers finish
+    within `grace` seconds, releases what is still held, and makes run() return."""
 
     def __init__(self, client, queue, handler, concurrency=4, batch=None, ttr_ms=30000,
-                 take_timeout_ms=1000, grace=10.0, release_delay_ms=0):
+                 take_timeout_ms=1000, grace=10.0, release_delay_ms=0, handler_timeout=None):
         self.client, self.queue, self.handler = client, queue, handler
         self.concurrency = concurrency
         self.batch = batch or concurrency
@@ -29,6 +30,9 @@ class Worker:
         self.take_timeout_ms = take_timeout_ms
         self.grace = grace
         self.release_delay_ms = release_delay_ms
+        # A handler that runs longer is given up on: its task is released for another
+        # worker (the handler's thread runs on; its result is dropped).
+        self.handler_timeout = handler_timeout
         self.counts = collections.Counter()  # acked, released, buried, dropped, errors
         self._count_lock = threading.Lock()
         self._stopping = threading.Event()
@@ -66,7 +70,8 @@ class Worker:
                     self._free.release()
                 for t in tasks:
                     with self._lock:
-                        self._held[t.key] = [t, time.monotonic() + self.ttr_ms / 2000.0, False]
+                        self._held[t.key] = [t, time.monotonic() + self.ttr_ms / 2000.0, False,
+                                             time.monotonic()]
                     pool.submit(self._handle, t)
         finally:
             self._stopping.set()
@@ -74,7 +79,7 @@ class Worker:
             deadline = time.monotonic() + self.grace
             while time.monotonic() < deadline:
                 with self._lock:
-                    if not self._held:
+                    if all(e[2] for e in self._held.values()):  # abandoned ones run on
                         break
                 time.sleep(0.02)
             self._release_held()
@@ -116,11 +121,23 @@ class Worker:
             self._count("dropped" if e.code == "lease_mismatch" else "errors")
 
     def _touch_loop(self):
-        while not self._stopping.is_set() or self._held:
+        while not self._stopping.is_set() or any(not e[2] for e in self._held.values()):
             now = time.monotonic()
             with self._lock:
                 due = [e for e in self._held.values() if e[1] <= now and not e[2]]
+                late = [e for e in self._held.values() if not e[2] and self.handler_timeout
+                        and now - e[3] > self.handler_timeout]
+                for e in late:
+                    e[2] = True
+            for e in late:
+                try:
+                    e[0].release(self.release_delay_ms or None)
+                    self._count("timed_out")
+                except Error as err:
+                    self._count("dropped" if err.code == "lease_mismatch" else "errors")
             for e in due:
+                if e[2]:
+                    continue
                 try:
                     e[0].touch(self.ttr_ms)
                     e[1] = time.monotonic() + self.ttr_ms / 2000.0
@@ -128,8 +145,6 @@ class Worker:
                     if err.code == "lease_mismatch":
                         e[2] = True
                         self._count("dropped")
-            if self._stopping.is_set() and not self._held:
-                break
             time.sleep(0.05)
 
     def _release_held(self):

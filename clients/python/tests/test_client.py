@@ -172,6 +172,9 @@ class AgainstCluster(unittest.TestCase):
             i = task.payload["i"]
             if first and i % 10 == 3:
                 raise RuntimeError("a refresh that fails once")
+            if first and i % 331 == 11:
+                time.sleep(ttr / 1000 * 3)  # hangs past the ttr: given up on, handed out again
+                return dueq.Result({"i": i, "hung": True})
             if i % 97 == 5:
                 time.sleep(ttr / 1000 * 0.8)  # past half the ttr: touched, kept
             if i % 250 == 7:
@@ -181,7 +184,7 @@ class AgainstCluster(unittest.TestCase):
             return dueq.Result({"i": i, "done": True}, now_ms() + 3_600_000)
 
         w = dueq.Worker(c, queue, handler, concurrency=16, ttr_ms=ttr, take_timeout_ms=200,
-                        grace=5.0)
+                        grace=5.0, handler_timeout=ttr / 1000 * 2)
         runner = threading.Thread(target=w.run)
         runner.start()
         deadline = time.time() + 120
@@ -202,6 +205,12 @@ class AgainstCluster(unittest.TestCase):
                          (0, 0, buried, n - buried))
         self.assertEqual(w.counts["acked"], n - buried)
         self.assertEqual(w.counts["buried"], buried)
+        hung = sum(1 for i in range(n) if i % 331 == 11 and i % 10 != 3)
+        self.assertEqual(w.counts["timed_out"], hung)
+        for i in range(n):
+            if i % 331 == 11 and i % 10 != 3:  # the hung handler's late result was dropped
+                self.assertNotIn("hung", c.get(queue, f"w{i}")["payload"])
+        print(f"worker, {n} tasks: {dict(w.counts)}", file=sys.stderr)
         self.assertEqual(sum(1 for v in acked.values() if v != 1), 0)  # each acked once
         for i in range(0, n, max(1, n // 50)):
             task = c.get(queue, f"w{i}")
