@@ -26,18 +26,23 @@ type Worker struct {
 	Grace        time.Duration // after ctx ends, how long running handlers may finish (default 10 s)
 	ReleaseDelay time.Duration // a failed task is ready again after this
 	TakeTimeout  time.Duration // how long one take waits for a task (default 1 s)
+	// A handler that runs longer is given up on (0: never): its context is cancelled, its
+	// task released for another worker, and whatever it returns later is dropped.
+	HandlerTimeout time.Duration
 
-	acked, released, buried, dropped, failed atomic.Int64
+	acked, released, buried, dropped, failed, timedOut atomic.Int64
 }
 
 // WorkerStats are the worker's counters. Dropped counts tasks whose lease was no longer
 // theirs (lease_mismatch on touch, ack, release or bury); Failed counts acks, releases
 // and buries that failed otherwise (the lease then runs out on the server).
-type WorkerStats struct{ Acked, Released, Buried, Dropped, Failed int64 }
+// TimedOut counts handlers given up on after HandlerTimeout (their tasks released).
+type WorkerStats struct{ Acked, Released, Buried, Dropped, Failed, TimedOut int64 }
 
 // Stats reads the counters (during or after Run).
 func (w *Worker) Stats() WorkerStats {
-	return WorkerStats{w.acked.Load(), w.released.Load(), w.buried.Load(), w.dropped.Load(), w.failed.Load()}
+	return WorkerStats{w.acked.Load(), w.released.Load(), w.buried.Load(), w.dropped.Load(),
+		w.failed.Load(), w.timedOut.Load()}
 }
 
 // held is one task this worker holds; finish is taken once, by whoever ends it first:
@@ -165,6 +170,20 @@ func (w *Worker) handle(hctx context.Context, h *held) {
 		defer close(touched)
 		w.touchLoop(ctx, h, &lost, cancel)
 	}()
+	if w.HandlerTimeout > 0 {
+		// A handler may ignore its context: the task is released when the time is up,
+		// whether the handler returns or not.
+		timer := time.AfterFunc(w.HandlerTimeout, func() {
+			cancel()
+			h.once.Do(func() {
+				w.timedOut.Add(1)
+				w.finish(h, func(ctx context.Context) error {
+					return w.Client.Release(ctx, w.Queue, h.t.Key, h.t.Lease, w.ReleaseDelay)
+				}, &w.released)
+			})
+		})
+		defer timer.Stop()
+	}
 	res, err := w.Handler(ctx, h.t)
 	cancel()
 	<-touched // no touch may race the ack

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -139,5 +141,91 @@ func TestWorkerCancel(t *testing.T) {
 	t.Logf("worker %+v, queue %+v", s, st)
 	if s.Released == 0 || s.Acked == 0 || st.Done != uint64(s.Acked) || st.Ready != 200-st.Done {
 		t.Fatalf("worker %+v, queue %+v", s, st)
+	}
+}
+
+// DUEQ_WORKER_TASKS tasks (default 300): some fail once, some outlive half their ttr, and
+// some hang past it ignoring their context (given up on after HandlerTimeout, released,
+// handed out again; their late results dropped). Each is acked exactly once, none lost.
+func TestWorkerHandlerTimeout(t *testing.T) {
+	n := 300
+	if v, err := strconv.Atoi(os.Getenv("DUEQ_WORKER_TASKS")); err == nil && v > 0 {
+		n = v
+	}
+	cl := dial(t, []string{startSingle(t)})
+	putN(t, cl, "wh", n)
+	ttr := 600 * time.Millisecond
+	var mu sync.Mutex
+	attempts, acks := map[string]int{}, map[string]int{}
+	hung, flaky := 0, 0
+	for i := 0; i < n; i++ {
+		switch {
+		case i%10 == 3:
+			flaky++
+		case i%31 == 5:
+			hung++
+		}
+	}
+	w := &Worker{Client: cl, Queue: "wh", Concurrency: 32, Batch: 16, TTR: ttr,
+		TakeTimeout: 200 * time.Millisecond, HandlerTimeout: 2 * ttr,
+		Handler: func(ctx context.Context, tk *Task) (Result, error) {
+			var i int
+			_ = tk.DecodePayload(&i)
+			mu.Lock()
+			attempts[tk.Key]++
+			first := attempts[tk.Key] == 1
+			mu.Unlock()
+			switch {
+			case first && i%10 == 3:
+				return Result{}, errors.New("flaky")
+			case first && i%31 == 5:
+				time.Sleep(3 * ttr) // ignores ctx
+				return Result{Payload: "hung"}, nil
+			case i%97 == 7:
+				time.Sleep(ttr * 3 / 4)
+			}
+			mu.Lock()
+			acks[tk.Key]++
+			mu.Unlock()
+			return Result{Payload: map[string]int{"done": i}}, nil
+		}}
+	ctx, cancel := context.WithCancel(bg())
+	errc := make(chan error, 1)
+	go func() { errc <- w.Run(ctx) }()
+	deadline := time.Now().Add(120 * time.Second)
+	for {
+		st, err := cl.Stats(bg(), "wh", "")
+		if err == nil && st.Done == uint64(n) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not finished: %+v %v; worker %+v", st, err, w.Stats())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	s := w.Stats()
+	t.Logf("worker, %d tasks: %+v", n, s)
+	if s.Acked != int64(n) || s.TimedOut != int64(hung) || s.Released != int64(flaky+hung) {
+		t.Fatalf("counters %+v, want %d acked, %d timed out, %d released", s, n, hung, flaky+hung)
+	}
+	for k, c := range acks {
+		if c != 1 {
+			t.Fatalf("%s acked %d times", k, c)
+		}
+	}
+	time.Sleep(3 * ttr) // the hung handlers return: their results must not land
+	for i := 0; i < n; i++ {
+		if i%31 != 5 || i%10 == 3 {
+			continue
+		}
+		got, err := cl.Get(bg(), "wh", fmt.Sprintf("t%03d", i), "")
+		var res map[string]int
+		if err != nil || got.DecodePayload(&res) != nil || res["done"] != i {
+			t.Fatalf("t%03d: %v %+v", i, err, got)
+		}
 	}
 }
