@@ -66,6 +66,14 @@ def main():
     ap.add_argument("--seconds", type=float, default=8)
     a = ap.parse_args()
     build = os.path.abspath(a.build)
+    go = shutil.which("go")
+    if go:  # the Go client's bench, built from clients/go into the build tree
+        env = dict(os.environ, GOFLAGS="-mod=mod", GOPROXY="off",
+                   GOCACHE=os.path.join(build, "go", "cache"),
+                   GOPATH=os.path.join(build, "go", "path"))
+        subprocess.run([go, "build", "-o", os.path.join(build, "clients/dueq-client-bench"),
+                        "./cmd/dueq-client-bench"], cwd=os.path.join(ROOT, "clients", "go"),
+                       env=env, check=True, timeout=600)
     work = tempfile.mkdtemp(prefix="dueq-client-throughput-")
     c = Cluster(build, work, log=lambda m: None, snapshot_entries=10000, log_keep=1000)
     rates = {}
