@@ -32,7 +32,8 @@ class Connection:
         sock.settimeout(None)
         self._sock = sock
         self._max = max_frame_bytes
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the pending map, ids, counters
+        self._write_lock = threading.Lock()
         self._pending = {}
         self._next_id = 1
         self.closed = False
@@ -52,13 +53,17 @@ class Connection:
                 return p
             rid = self._next_id
             self._next_id += 1
-            body = msgpack.packb({"id": rid, **request}, use_bin_type=True)
             self._pending[rid] = p
+        body = msgpack.packb({"id": rid, **request}, use_bin_type=True)
+        # Writes have their own lock: a write that blocks (the node stopped reading until
+        # its answers are read) must not keep the reader from taking answers.
+        with self._write_lock:
             try:
                 self._sock.sendall(struct.pack(">I", len(body)) + body)
                 p.written = True
             except OSError as e:
-                self._pending.pop(rid, None)
+                with self._lock:
+                    self._pending.pop(rid, None)
                 p.error = Error("unavailable", f"writing to {self.address}: {e}",
                                 outcome="not_applied")
                 p.event.set()
