@@ -26,6 +26,30 @@ func putN(t *testing.T, cl *Client, queue string, n int) {
 	wg.Wait()
 }
 
+// runUntil runs w until its queue's stats satisfy done (or fails the test after limit),
+// then cancels it and waits for Run to return.
+func runUntil(t *testing.T, w *Worker, done func(*QueueStats) bool, limit time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(bg())
+	errc := make(chan error, 1)
+	go func() { errc <- w.Run(ctx) }()
+	deadline := time.Now().Add(limit)
+	for {
+		st, err := w.Client.Stats(bg(), w.Queue, "")
+		if err == nil && done(st) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not finished: %+v %v; worker %+v", st, err, w.Stats())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+}
+
 // 500 tasks: every 7th fails once (released, then retaken), every 50th runs past its
 // ttr (kept alive by touches), every 100th is buried. All others end acked, none lost.
 func TestWorker(t *testing.T) {
@@ -59,24 +83,7 @@ func TestWorker(t *testing.T) {
 			mu.Unlock()
 			return Result{Payload: map[string]int{"done": i}}, nil
 		}}
-	ctx, cancel := context.WithCancel(bg())
-	errc := make(chan error, 1)
-	go func() { errc <- w.Run(ctx) }()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		st, err := cl.Stats(bg(), "w", "")
-		if err == nil && st.Done+st.Buried == 500 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not finished: %+v %v; worker %+v", st, err, w.Stats())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	cancel()
-	if err := <-errc; err != nil {
-		t.Fatal(err)
-	}
+	runUntil(t, w, func(st *QueueStats) bool { return st.Done+st.Buried == 500 }, 20*time.Second)
 	s := w.Stats()
 	t.Logf("worker: %+v", s)
 	// 5 buried (0,100,..400); 500-5 acked; failed once: multiples of 7 not of 100.
@@ -189,24 +196,7 @@ func TestWorkerHandlerTimeout(t *testing.T) {
 			mu.Unlock()
 			return Result{Payload: map[string]int{"done": i}}, nil
 		}}
-	ctx, cancel := context.WithCancel(bg())
-	errc := make(chan error, 1)
-	go func() { errc <- w.Run(ctx) }()
-	deadline := time.Now().Add(120 * time.Second)
-	for {
-		st, err := cl.Stats(bg(), "wh", "")
-		if err == nil && st.Done == uint64(n) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not finished: %+v %v; worker %+v", st, err, w.Stats())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	cancel()
-	if err := <-errc; err != nil {
-		t.Fatal(err)
-	}
+	runUntil(t, w, func(st *QueueStats) bool { return st.Done == uint64(n) }, 120*time.Second)
 	s := w.Stats()
 	t.Logf("worker, %d tasks: %+v", n, s)
 	if s.Acked != int64(n) || s.TimedOut != int64(hung) || s.Released != int64(flaky+hung) {
