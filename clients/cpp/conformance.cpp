@@ -193,14 +193,14 @@ std::string run_step(client::Client& c, const Json& step, Json& saved, int i) {
         a = call(c, op, fields);
         const std::string& code = a.error.code_name;
         const bool passing = code == "no_quorum" || code == "unavailable" || code == "not_leader";
-        if (a.ok || !passing || a.error.maybe_applied || expect.value("code", Json()) == code ||
+        if (a.ok || !passing || a.error.maybe_applied || expect.value("code", Json()) == Json(code) ||
             std::chrono::steady_clock::now() > deadline)
             break;
         std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
     if (expect.contains("outcome")) {
         const std::string got = outcome_of(a);
-        return got == expect["outcome"] ? "" : "outcome " + got;
+        return got == expect["outcome"].get<std::string>() ? "" : "outcome " + got;
     }
     if (expect.value("ok", true)) {
         if (!a.ok) return op + ": " + a.error.to_string();
@@ -220,7 +220,7 @@ std::string run_step(client::Client& c, const Json& step, Json& saved, int i) {
     if (!codes.is_array()) codes = Json::array({codes});
     if (a.ok) return op + ": ok " + a.result.dump() + ", wanted " + codes.dump();
     for (const auto& code : codes)
-        if (code == a.error.code_name) return "";
+        if (code == Json(a.error.code_name)) return "";
     return op + ": " + a.error.code_name + ", wanted " + codes.dump();
 }
 
