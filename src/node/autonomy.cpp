@@ -147,6 +147,11 @@ bool Autonomy::submit(queue::Command cmd, std::int64_t wait_ms, ReplyTo to, std:
             return true;
         }
     }
+    // A put, an ack or a release may have made a task due: the takes waiting for one hear
+    // of it now, not at the next look (as a leader wakes them when the entry applies).
+    // Woken first, so that one overlay write (one fsync) carries this command's changes
+    // and theirs; this command is answered once that write is durable.
+    if (!take && r.ok() && waiters_.size() > 0) wake_waiters(*fork, now);
     write_changes(std::move(to), std::move(cmd), std::move(r));
     return false;
 }

@@ -215,13 +215,15 @@ std::vector<Case> reply_cases(const queue::Store& store) {
     const std::string records("\x00\x01binary\xff", 9);
     const node::BackupReply chunk{41, 3, 1234, 7, 1'700'000'000'000, "east", "n2", records, true};
     add(Op::backup, node::backup_reply(77, chunk),
-        client_reads<client::BackupResponse>([chunk](const client::BackupResponse& r, Compare& c) {
-            c("backup", r.backup, chunk.backup), c("seq", r.seq, chunk.seq);
-            c("index", r.index, chunk.index), c("term", r.term, chunk.term);
-            c("time", r.time, chunk.time), c("cluster_id", r.cluster, chunk.cluster);
-            c("node_id", r.node_id, chunk.node_id), c("version", r.version, dueq::build());
-            c("records", r.data, std::string(chunk.data)), c("last", r.last, chunk.last);
-        }));
+        // `records` by value: chunk.data views the local string, gone when the case runs.
+        client_reads<client::BackupResponse>(
+            [chunk, records](const client::BackupResponse& r, Compare& c) {
+                c("backup", r.backup, chunk.backup), c("seq", r.seq, chunk.seq);
+                c("index", r.index, chunk.index), c("term", r.term, chunk.term);
+                c("time", r.time, chunk.time), c("cluster_id", r.cluster, chunk.cluster);
+                c("node_id", r.node_id, chunk.node_id), c("version", r.version, dueq::build());
+                c("records", r.data, records), c("last", r.last, chunk.last);
+            }));
     const auto info = status_info();
     add(Op::status, node::status_reply(77, info),
         client_reads<client::StatusResponse>(
