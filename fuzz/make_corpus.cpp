@@ -76,6 +76,8 @@ void requests() {
     request("status", client::StatusRequest{}, 16);
     request("kick-key", client::KickRequest{"tokens", 1, "token-0001"}, 17);
     request("list", client::ListRequest{"tokens", "late", 100, "token-0001", kT0, "leader"}, 18);
+    request("backup-start", client::BackupRequest{}, 19);
+    request("backup-chunk", client::BackupRequest{41, 3}, 20);
 }
 
 // ---------------------------------------------------------------- commands
