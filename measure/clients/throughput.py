@@ -24,6 +24,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, "..", "..")
 sys.path.insert(0, os.path.join(ROOT, "testing", "chaos"))
 from harness.cluster import Cluster  # noqa: E402
+from harness.go import go_build  # noqa: E402
 
 
 def commands(build, seeds, mode, seconds, rnd):
@@ -67,14 +68,9 @@ def main():
     ap.add_argument("--seconds", type=float, default=8)
     a = ap.parse_args()
     build = os.path.abspath(a.build)
-    go = shutil.which("go")
-    if go:  # the Go client's bench, built from clients/go into the build tree
-        env = dict(os.environ, GOFLAGS="-mod=mod", GOPROXY="off",
-                   GOCACHE=os.path.join(build, "go", "cache"),
-                   GOPATH=os.path.join(build, "go", "path"))
-        subprocess.run([go, "build", "-o", os.path.join(build, "clients/dueq-client-bench"),
-                        "./cmd/dueq-client-bench"], cwd=os.path.join(ROOT, "clients", "go"),
-                       env=env, check=True, timeout=600)
+    # The Go client's bench, built from clients/go into the build tree (if Go is installed).
+    go_build(build, os.path.join(ROOT, "clients", "go"), "./cmd/dueq-client-bench",
+             os.path.join(build, "clients/dueq-client-bench"))
     work = tempfile.mkdtemp(prefix="dueq-client-throughput-")
     c = Cluster(build, work, log=lambda m: None, snapshot_entries=10000, log_keep=1000)
     rates = {}

@@ -4,7 +4,6 @@
 
 #include "queue/command_codec.h"
 #include "queue/msgpack_fields.h"
-#include "queue/store_loader.h"
 #include "raft/message_codec.h"
 
 namespace dueq::node {
@@ -199,32 +198,28 @@ std::optional<std::uint64_t> RaftIo::install_snapshot(const raft::SnapshotMeta& 
     return writer_->submit(std::move(*records));
 }
 
-void RaftIo::checkpoint(const raft::SnapshotMeta& meta) {
+void RaftIo::take_checkpoint(const raft::SnapshotMeta& meta, CheckpointDone done) {
     std::weak_ptr<bool> alive = alive_;
     writer_->submit(storage::CheckpointRequest{
-        meta, [this, alive](std::shared_ptr<const storage::Checkpoint> cp) {
-            asio::post(io_, [this, alive, cp = std::move(cp)]() mutable {
-                if (alive.expired() || stopped_) return;
-                if (shell_->on_checkpoint(cp->meta())) checkpoint_ = std::move(cp);
+        meta, [this, alive, done = std::move(done)](std::shared_ptr<const storage::Checkpoint> cp) {
+            asio::post(io_, [this, alive, done, cp = std::move(cp)]() mutable {
+                if (!alive.expired() && !stopped_) done(std::move(cp));
             });
         }});
 }
 
+void RaftIo::checkpoint(const raft::SnapshotMeta& meta) {
+    take_checkpoint(meta, [this](std::shared_ptr<const storage::Checkpoint> cp) {
+        if (shell_->on_checkpoint(cp->meta())) checkpoint_ = std::move(cp);
+    });
+}
+
 void RaftIo::backup_checkpoint(const raft::SnapshotMeta& meta, CheckpointDone done) {
-    if (meta.index == 0) {
-        auto cp = checkpoint_;
-        asio::post(io_, [this, alive = std::weak_ptr<bool>(alive_), cp, done = std::move(done)] {
+    if (meta.index != 0) return take_checkpoint(meta, std::move(done));
+    asio::post(
+        io_, [this, alive = std::weak_ptr<bool>(alive_), cp = checkpoint_, done = std::move(done)] {
             if (!alive.expired() && !stopped_) done(cp);
         });
-        return;
-    }
-    std::weak_ptr<bool> alive = alive_;
-    writer_->submit(storage::CheckpointRequest{
-        meta, [this, alive, done = std::move(done)](std::shared_ptr<const storage::Checkpoint> cp) {
-            asio::post(io_, [this, alive, done, cp = std::move(cp)] {
-                if (!alive.expired() && !stopped_) done(cp);
-            });
-        }});
 }
 
 void RaftIo::send(const raft::Message& m) {
@@ -257,7 +252,7 @@ void RaftIo::on_peer_frame(std::uint64_t from, std::string_view payload) {
         std::string problem;
         if (auto m = transfer_.receive(from, raft_id_, payload, problem)) {
             // Every record is checked before the core hears of the snapshot.
-            auto store = store_from(*transfer_.received());
+            auto store = storage::store_of(*transfer_.received());
             if (!store) {
                 transfer_.discard_received();
                 return drop(from, "snapshot stream with a corrupt record");
@@ -311,17 +306,6 @@ void RaftIo::on_peer_change(std::uint64_t peer, bool up) {
         seen_[peer].heartbeat_sent = {};  // its answer will not come over this link
     }
     shell_->on_link_change(peer, up, clock_());
-}
-
-std::unique_ptr<queue::Store> RaftIo::store_from(const storage::SnapshotInstall& records) const {
-    // Not this node's [limits]: every replica applies with the same bounds.
-    auto fresh = std::make_unique<queue::Store>(queue::kApplyLimits);
-    queue::Store::Loader loader(*fresh, records.tasks.size());
-    if (!storage::load_store_meta(loader, records.store_meta_sealed)) return nullptr;
-    for (const auto& [k, v] : records.tasks)
-        if (!storage::load_task_record(loader, k, v)) return nullptr;
-    loader.finish();
-    return fresh;
 }
 
 }  // namespace dueq::node

@@ -121,8 +121,9 @@ class RaftIo final : public shell::Storage, public shell::Transport, public Over
     void on_peer_change(std::uint64_t peer, bool connected);
     // Counts and logs (rate-limited) peer input refused before the core saw it.
     void drop(std::uint64_t from, const std::string& problem);
-    // A store holding exactly `records`, or null if one of them does not decode.
-    std::unique_ptr<queue::Store> store_from(const storage::SnapshotInstall& records) const;
+    // Asks the storage thread for a checkpoint at `meta`; `done` gets it on the event loop
+    // (never after stop()).
+    void take_checkpoint(const raft::SnapshotMeta& meta, CheckpointDone done);
 
     boost::asio::io_context& io_;
     const Config& config_;

@@ -57,8 +57,7 @@ struct BackupReply {
     std::uint32_t seq = 0;
     std::uint64_t index = 0, term = 0;
     std::int64_t time = 0;
-    std::string cluster, node_id;
-    std::string_view data;
+    std::string_view cluster, node_id, data;  // viewed, not copied: one reply per chunk
     bool last = false;
 };
 

@@ -2,22 +2,9 @@
 
 #include <filesystem>
 
-#include "queue/store_loader.h"
 #include "storage/database.h"
 
 namespace dueq::node {
-
-namespace {
-
-// The backup's store-wide record without its membership, sealed as storage holds it.
-std::optional<std::string> without_membership(const std::string& sealed) {
-    queue::Store store(queue::kApplyLimits);
-    if (!storage::load_store_meta(store, sealed)) return std::nullopt;
-    store.set_membership(std::string());
-    return storage::seal_store_meta(store.encode_meta());
-}
-
-}  // namespace
 
 std::optional<std::string> restore_backup(
     const Config& config, const std::string& file, RestoreSummary& out,
@@ -52,20 +39,12 @@ std::optional<std::string> restore_backup(
                " records but its end record says " + std::to_string(reader.tasks());
 
     // Decoded as a follower decodes a snapshot it is sent, so that the node can load what
-    // is written.
-    {
-        queue::Store check(queue::kApplyLimits);
-        queue::Store::Loader loader(check, snap.tasks.size());
-        if (!storage::load_store_meta(loader, store_meta))
-            return file + ": its store-wide record is damaged";
-        for (const auto& [k, v] : snap.tasks)
-            if (!storage::load_task_record(loader, k, v))
-                return file + ": a task record does not decode";
-        loader.finish();
-    }
-    auto meta = without_membership(store_meta);
-    if (!meta) return file + ": its store-wide record is damaged";
-    snap.store_meta_sealed = std::move(*meta);
+    // is written; written back without the backup's membership.
+    snap.store_meta_sealed = std::move(store_meta);
+    auto check = storage::store_of(snap);
+    if (!check) return file + ": a record does not decode";
+    check->set_membership(std::string());
+    snap.store_meta_sealed = storage::seal_store_meta(check->encode_meta());
     snap.meta =
         raft::SnapshotMeta{out.header.index, out.header.term, raft::Millis(out.header.time)};
     snap.hard_state = raft::HardState{out.header.term, raft::kNoNode, out.header.index};

@@ -458,6 +458,17 @@ bool load_store_meta(queue::Store& store, std::string_view sealed) {
     return load_store_meta(loader, sealed);
 }
 
+std::unique_ptr<queue::Store> store_of(const SnapshotInstall& records) {
+    // Not a node's own [limits]: every replica applies with the same bounds.
+    auto store = std::make_unique<queue::Store>(queue::kApplyLimits);
+    queue::Store::Loader loader(*store, records.tasks.size());
+    if (!load_store_meta(loader, records.store_meta_sealed)) return nullptr;
+    for (const auto& [k, v] : records.tasks)
+        if (!load_task_record(loader, k, v)) return nullptr;
+    loader.finish();
+    return store;
+}
+
 std::string seal_store_meta(std::string_view body) {
     return seal(body, kStoreMetaKey);
 }

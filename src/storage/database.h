@@ -183,6 +183,9 @@ bool load_task_record(queue::Store& store, std::string_view key, std::string_vie
 // Loads a sealed meta/store record; false if it is corrupt.
 bool load_store_meta(queue::Store::Loader& loader, std::string_view sealed);
 bool load_store_meta(queue::Store& store, std::string_view sealed);
+// A store holding exactly the records of a snapshot (a stream a follower received, a
+// backup being restored), or null if one of them does not decode.
+std::unique_ptr<queue::Store> store_of(const SnapshotInstall& records);
 // Seals a store-meta body the way the meta column family holds it.
 std::string seal_store_meta(std::string_view body);
 

@@ -12,16 +12,15 @@ provider no token it did not issue, and exit within its grace leaving no task ta
 Prints each summary. The Go one runs when `go` is installed."""
 import json
 import os
-import shutil
 import subprocess
 import sys
-import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, "..", "..")
 sys.path.insert(0, os.path.join(ROOT, "testing", "chaos"))
 from harness.cluster import Cluster  # noqa: E402
+from harness.go import go_build  # noqa: E402
 from harness.test_main import test_main  # noqa: E402
 
 SECONDS = 20
@@ -31,15 +30,9 @@ USERS = 200
 def commands(build):
     py = [sys.executable, os.path.join(ROOT, "examples", "refresher-python", "refresher.py")]
     out = [("python", py, None, {})]
-    go = shutil.which("go")
-    if go:
-        # Built first, and the binary run: `go run` would not pass SIGTERM on.
-        env = dict(os.environ, GOFLAGS="-mod=mod", GOPROXY="off",
-                   GOCACHE=os.path.join(build, "go", "cache"),
-                   GOPATH=os.path.join(build, "go", "path"))
-        binary = os.path.join(build, "examples", "refresher-go")
-        subprocess.run([go, "build", "-o", binary, "."], env=env, check=True, timeout=600,
-                       cwd=os.path.join(ROOT, "examples", "refresher-go"))
+    # Built first, and the binary run: `go run` would not pass SIGTERM on.
+    binary = os.path.join(build, "examples", "refresher-go")
+    if go_build(build, os.path.join(ROOT, "examples", "refresher-go"), ".", binary):
         out.append(("go", [binary], None, {}))
     return out
 

@@ -220,8 +220,10 @@ std::vector<Case> reply_cases(const queue::Store& store) {
             [chunk, records](const client::BackupResponse& r, Compare& c) {
                 c("backup", r.backup, chunk.backup), c("seq", r.seq, chunk.seq);
                 c("index", r.index, chunk.index), c("term", r.term, chunk.term);
-                c("time", r.time, chunk.time), c("cluster_id", r.cluster, chunk.cluster);
-                c("node_id", r.node_id, chunk.node_id), c("version", r.version, dueq::build());
+                c("time", r.time, chunk.time),
+                    c("cluster_id", r.cluster, std::string(chunk.cluster));
+                c("node_id", r.node_id, std::string(chunk.node_id)),
+                    c("version", r.version, dueq::build());
                 c("records", r.data, records), c("last", r.last, chunk.last);
             }));
     const auto info = status_info();
