@@ -136,7 +136,7 @@ class Client:
 
     @staticmethod
     def _close_if_idle(conn):
-        if conn.closed or not conn._pending:
+        if conn.closed or conn.idle():
             conn.close()
             return True
         return False

@@ -69,6 +69,11 @@ class Connection:
                 p.event.set()
         return p
 
+    def idle(self):
+        """Nothing in flight: a connection left for the leader may close."""
+        with self._lock:
+            return not self._pending
+
     def _recv_exact(self, n):
         buf = bytearray()
         while len(buf) < n:

@@ -10,6 +10,18 @@ from .errors import Bury, Error
 Result = collections.namedtuple("Result", ["payload", "time"], defaults=[None, None])
 
 
+class _Held:
+    """A task a handler runs on: when its lease is touched next, and whether the worker gave
+    up on it (released at a stop or a handler timeout, or lost to lease_mismatch)."""
+
+    __slots__ = ("task", "started", "next_touch", "abandoned")
+
+    def __init__(self, task, now, ttr_ms):
+        self.task, self.started = task, now
+        self.next_touch = now + ttr_ms / 2000.0
+        self.abandoned = False
+
+
 class Worker:
     """Worker(client, queue, handler, concurrency=4, ttr_ms=30000, ...).
 
@@ -37,7 +49,7 @@ class Worker:
         self._count_lock = threading.Lock()
         self._stopping = threading.Event()
         self._lock = threading.Lock()
-        self._held = {}  # key -> [task, next touch (monotonic), abandoned]
+        self._held = {}  # key -> _Held
         self._free = threading.Semaphore(concurrency)
 
     def _count(self, what):
@@ -70,8 +82,7 @@ class Worker:
                     self._free.release()
                 for t in tasks:
                     with self._lock:
-                        self._held[t.key] = [t, time.monotonic() + self.ttr_ms / 2000.0, False,
-                                             time.monotonic()]
+                        self._held[t.key] = _Held(t, time.monotonic(), self.ttr_ms)
                     pool.submit(self._handle, t)
         finally:
             self._stopping.set()
@@ -79,7 +90,7 @@ class Worker:
             deadline = time.monotonic() + self.grace
             while time.monotonic() < deadline:
                 with self._lock:
-                    if all(e[2] for e in self._held.values()):  # abandoned ones run on
+                    if all(e.abandoned for e in self._held.values()):  # abandoned ones run on
                         break
                 time.sleep(0.02)
             self._release_held()
@@ -90,7 +101,7 @@ class Worker:
             outcome = self._run_handler(task)
             with self._lock:
                 entry = self._held.pop(task.key, None)
-            if entry is None or entry[2]:
+            if entry is None or entry.abandoned:
                 return  # released by the stop, or dropped by the toucher
             self._finish(task, *outcome)
         finally:
@@ -121,40 +132,40 @@ class Worker:
             self._count("dropped" if e.code == "lease_mismatch" else "errors")
 
     def _touch_loop(self):
-        while not self._stopping.is_set() or any(not e[2] for e in self._held.values()):
+        while not self._stopping.is_set() or any(not e.abandoned for e in self._held.values()):
             now = time.monotonic()
             with self._lock:
-                due = [e for e in self._held.values() if e[1] <= now and not e[2]]
-                late = [e for e in self._held.values() if not e[2] and self.handler_timeout
-                        and now - e[3] > self.handler_timeout]
+                due = [e for e in self._held.values() if e.next_touch <= now and not e.abandoned]
+                late = [e for e in self._held.values() if not e.abandoned and self.handler_timeout
+                        and now - e.started > self.handler_timeout]
                 for e in late:
-                    e[2] = True
+                    e.abandoned = True
             for e in late:
                 try:
-                    e[0].release(self.release_delay_ms or None)
+                    e.task.release(self.release_delay_ms or None)
                     self._count("timed_out")
                 except Error as err:
                     self._count("dropped" if err.code == "lease_mismatch" else "errors")
             for e in due:
-                if e[2]:
+                if e.abandoned:
                     continue
                 try:
-                    e[0].touch(self.ttr_ms)
-                    e[1] = time.monotonic() + self.ttr_ms / 2000.0
+                    e.task.touch(self.ttr_ms)
+                    e.next_touch = time.monotonic() + self.ttr_ms / 2000.0
                 except Error as err:
                     if err.code == "lease_mismatch":
-                        e[2] = True
+                        e.abandoned = True
                         self._count("dropped")
             time.sleep(0.05)
 
     def _release_held(self):
         with self._lock:
-            left = [e for e in self._held.values() if not e[2]]
+            left = [e for e in self._held.values() if not e.abandoned]
             for e in self._held.values():
-                e[2] = True
+                e.abandoned = True
         for e in left:
             try:
-                e[0].release()
+                e.task.release()
                 self._count("released")
             except Error as err:
                 self._count("dropped" if err.code == "lease_mismatch" else "errors")
