@@ -159,6 +159,16 @@ std::variant<Body, Fail> list_body(const Fields& r, std::string q,
                      after_time,       leader_only};
 }
 
+// backup: a new one (no `backup`), or chunk `seq` (1, 2, ...) of one.
+std::variant<Body, Fail> backup_body(const Fields& r) {
+    const auto backup = r.get<std::uint64_t>(at(field::backup)).value_or(0);
+    const auto seq = r.get<std::uint64_t>(at(field::seq)).value_or(0);
+    if (backup == 0 && seq != 0)
+        return Fail{Code::bad_request, "'seq' needs the 'backup' the first chunk named"};
+    if (backup != 0 && seq == 0) return missing(field::seq);
+    return BackupChunk{backup, std::uint32_t(seq)};
+}
+
 // member_add, member_promote, member_remove.
 std::variant<Body, Fail> change_member_body(Op op, const Fields& r) {
     auto name = r.text(at(field::name));
@@ -207,14 +217,8 @@ std::variant<Body, Fail> build_body(Op op, const Fields& r, const Limits& lim) {
             return GetShards{};
         case Op::members:
             return GetMembers{};
-        case Op::backup: {
-            const auto backup = r.get<std::uint64_t>(at(field::backup)).value_or(0);
-            const auto seq = r.get<std::uint64_t>(at(field::seq)).value_or(0);
-            if (backup == 0 && seq != 0)
-                return Fail{Code::bad_request, "'seq' needs the 'backup' the first chunk named"};
-            if (backup != 0 && seq == 0) return missing(field::seq);
-            return BackupChunk{backup, std::uint32_t(seq)};
-        }
+        case Op::backup:
+            return backup_body(r);
         case Op::member_add:
         case Op::member_promote:
         case Op::member_remove:
