@@ -74,12 +74,9 @@ bool Cluster::connect(Client& c) {
     const std::int64_t now = clock_ms(n);
     const queue::SessionId old = c.session;
     c.session = n.writes->sessions().open();
-    // A client that comes back to the node it left resumes its session (hello).
-    if (old != 0 && c.node == k && c.incarnation == n.incarnation &&
-        n.writes->sessions().resume(c.session, old, now))
-        c.session = old;
-    else
-        c.held.clear();  // a new session: its old leases are not this connection's
+    // A client that comes back resumes its session (hello), on whichever node it reaches:
+    // a new leader knows the sessions that hold leases from the log.
+    if (old != 0 && n.writes->resume_session(c.session, old, now)) c.session = old;
     c.node = k;
     c.incarnation = n.incarnation;
     c.open = std::make_shared<bool>(true);

@@ -191,6 +191,7 @@ void Cluster::start_node(int k) {
     };
     hooks.on_read_state = [this, k](const raft::ReadState& rs) { on_read_state(k, rs); };
     hooks.applied = [this, &n](bool wrote) { n.writes->on_batch_applied(wrote, clock_ms(n)); };
+    hooks.term_started = [this, &n] { n.writes->on_term_started(clock_ms(n)); };
     hooks.fork_ended = [&n] {
         if (n.autonomy) n.autonomy->on_fork_ended();
     };
@@ -204,7 +205,7 @@ void Cluster::start_node(int k) {
     ws.max_waiting_takes = 64;
     ws.session_grace_ms = session_grace_ms_;
     ws.node_bits = n.id;
-    ws.first_session = std::uint64_t(clock_ms(n)) << 12;
+    ws.first_session = std::uint64_t(clock_ms(n)) << 4;
     n.writes = std::make_unique<node::WritePath>(ws, *n.shell);
     node::AutonomySettings as;
     as.after_ms = 300;  // 3 election timeouts
@@ -262,6 +263,7 @@ void Cluster::pump(int k) {
     checker_->after_step(n.id);
     n.shell->process_ready();
     if (n.up) {
+        n.writes->after_ready(clock_ms(n));
         checker_->after_step(n.id);
         if (n.shell->is_leader()) {
             leader_hint_ = k;

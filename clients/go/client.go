@@ -30,13 +30,13 @@ type Client struct {
 
 	dialMu sync.Mutex // one dial at a time; the others wait for its connection
 
-	mu       sync.Mutex
-	cur      *conn
-	target   string // the leader named by the last redirect: dialled first
-	next     int    // the seed to dial first when there is no target
-	sessions map[string]uint64
-	closed   bool
-	stop     chan struct{}
+	mu      sync.Mutex
+	cur     *conn
+	target  string // the leader named by the last redirect: dialled first
+	next    int    // the seed to dial first when there is no target
+	session uint64 // what hello last returned, offered to every node (§5)
+	closed  bool
+	stop    chan struct{}
 }
 
 // Ops that are harmless to repeat: resent on their own after a broken connection (§6).
@@ -64,7 +64,7 @@ func Dial(ctx context.Context, seeds []string, opts Options) (*Client, error) {
 		opts.MaxFrameBytes = 64 << 20
 	}
 	c := &Client{opts: opts, seeds: append([]string(nil), seeds...),
-		sessions: map[string]uint64{}, stop: make(chan struct{})}
+		stop: make(chan struct{})}
 	if _, err := c.getConn(ctx); err != nil {
 		return nil, err
 	}
@@ -172,16 +172,31 @@ func (c *Client) current() *conn {
 	return nil
 }
 
-// dial connects to addr and says hello, offering the session this client last had on
-// that node (session ids mean nothing to other nodes, §5). Hello is sent on every new
-// connection: it authenticates, and it is how a session id is learnt at all.
+// dial connects to addr and says hello, offering the session this client last had, on
+// whichever node addr is: a new leader knows the sessions that hold leases (§5). Hello is
+// sent on every new connection: it authenticates, and it is how a session id is learnt.
 func (c *Client) dial(ctx context.Context, addr string) (*conn, error) {
+	cn, leader, err := c.dialOne(ctx, addr)
+	// The leader keeps sessions (§5): a session resumed on a follower would run out there
+	// while its tasks wait on the leader. So on to the leader the hello named, once.
+	if err == nil && leader != "" && leader != addr {
+		if lc, _, lerr := c.dialOne(ctx, leader); lerr == nil {
+			cn.retire()
+			return lc, nil
+		}
+	}
+	return cn, err
+}
+
+// dialOne connects to addr and says hello; it returns the leader the hello named when it
+// resumed this client's session there ("" otherwise).
+func (c *Client) dialOne(ctx context.Context, addr string) (*conn, string, error) {
 	dctx, cancel := context.WithTimeout(ctx, c.opts.ConnectTimeout)
 	defer cancel()
 	var d net.Dialer
 	nc, err := d.DialContext(dctx, "tcp", addr)
 	if err != nil {
-		return nil, notApplied("unavailable", err, "dial %s: %v", addr, err)
+		return nil, "", notApplied("unavailable", err, "dial %s: %v", addr, err)
 	}
 	if c.opts.TLS != nil {
 		cfg := c.opts.TLS.Clone()
@@ -193,7 +208,7 @@ func (c *Client) dial(ctx context.Context, addr string) (*conn, error) {
 		tc := tls.Client(nc, cfg)
 		if err := tc.HandshakeContext(dctx); err != nil {
 			nc.Close()
-			return nil, notApplied("unavailable", err, "tls with %s: %v", addr, err)
+			return nil, "", notApplied("unavailable", err, "tls with %s: %v", addr, err)
 		}
 		nc = tc
 	}
@@ -202,7 +217,7 @@ func (c *Client) dial(ctx context.Context, addr string) (*conn, error) {
 	}
 	cn := newConn(addr, nc, c.opts.MaxFrameBytes)
 	c.mu.Lock()
-	old := c.sessions[addr]
+	old := c.session
 	c.mu.Unlock()
 	fields := map[string]any{}
 	if c.opts.Token != "" {
@@ -217,15 +232,20 @@ func (c *Client) dial(ctx context.Context, addr string) (*conn, error) {
 	}
 	if rerr != nil {
 		cn.fail(rerr)
-		return nil, rerr
+		return nil, "", rerr
 	}
 	var sess uint64
+	var leader string
 	_ = resp.result("session", &sess)
+	_ = resp.result("leader", &leader)
 	cn.session = sess
 	c.mu.Lock()
-	c.sessions[addr] = sess
+	c.session = sess
 	c.mu.Unlock()
-	return cn, nil
+	if old == 0 || sess != old {
+		leader = ""
+	}
+	return cn, leader, nil
 }
 
 // drop forgets cn as the current connection. moveOn makes the next dial start at the
@@ -260,9 +280,9 @@ func (c *Client) redirect(cn *conn, leader string) {
 	cn.retire()
 }
 
-// do sends one request, following §6: redirects on not_leader (at most 5), back-off
-// (50 ms doubling to 1 s) when no leader is known or the node is unavailable or has no
-// quorum, and a resend after a broken connection only for safe ops or requests that
+// do sends one request, following §6: redirects to the leader a refusal names (at most
+// 5), back-off (50 ms doubling to 1 s) and the next seed when no leader is named, until
+// the deadline, and a resend after a broken connection only for safe ops or requests that
 // were never written. extra lengthens the default deadline (a blocking take's wait).
 func (c *Client) do(ctx context.Context, op string, fields map[string]any, extra time.Duration) (*response, error) {
 	if _, ok := ctx.Deadline(); !ok {
@@ -322,19 +342,18 @@ func (c *Client) do(ctx context.Context, op string, fields map[string]any, extra
 		}
 		e := resp.Err
 		switch e.Code {
-		case "not_leader", "wrong_shard":
-			if redirects++; redirects > maxRedirects {
-				return nil, e
-			}
+		case "not_leader", "wrong_shard", "no_quorum", "unavailable":
+			// A named leader is followed at most maxRedirects times (two nodes could name
+			// each other); without one (an election, a cut-off node), the next seed is
+			// tried, backing off, until the deadline.
 			last = e
 			if e.Leader != "" && e.Leader != cn.addr {
+				if redirects++; redirects > maxRedirects {
+					return nil, e
+				}
 				c.redirect(cn, e.Leader)
 				continue
 			}
-			c.drop(cn, true)
-			wait()
-		case "no_quorum", "unavailable":
-			last = e
 			c.drop(cn, true)
 			wait()
 		default:

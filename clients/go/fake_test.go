@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"net"
 	"sync"
 	"testing"
@@ -163,10 +164,15 @@ func TestSilentNode(t *testing.T) {
 	if err := cl.Ping(context.Background()); err != nil || cl.Addr() != b.addr() {
 		t.Fatalf("ping: %v via %s", err, cl.Addr())
 	}
+	// Sessions are the cluster's, not a node's (§5): node b is asked to resume a's.
+	offered := false
 	for _, r := range b.requests() {
 		if r["op"] == "hello" && r["session"] != nil {
-			t.Fatalf("a session of node a offered to node b: %v", r)
+			offered = fmt.Sprint(r["session"]) == "1"
 		}
+	}
+	if !offered {
+		t.Fatalf("node b was not offered the session node a gave: %v", b.requests())
 	}
 }
 
@@ -190,6 +196,28 @@ func TestRedirects(t *testing.T) {
 	v, err := cl.Put(context.Background(), "q", "k", "x", PutOptions{Mode: "insert"})
 	if err != nil || v != 3 || cl.Addr() != leader.addr() {
 		t.Fatalf("put: %v %d via %s", err, v, cl.Addr())
+	}
+	// A node cut off from the others (no_quorum) that knows the leader sends the client
+	// there; one that does not, to the next seed.
+	cutOff := func(leader string) *fake {
+		return newFake(t, func(_ int, req map[string]any) any {
+			if req["op"] == "hello" {
+				return map[string]any{}
+			}
+			e := map[string]any{"code": "no_quorum", "message": "cut off"}
+			if leader != "" {
+				e["leader"] = leader
+			}
+			return map[string]any{"ok": false, "error": e}
+		})
+	}
+	cl = quick(t, cutOff(leader.addr()).addr())
+	if v, err = cl.Put(context.Background(), "q", "k", "x", PutOptions{}); err != nil || cl.Addr() != leader.addr() {
+		t.Fatalf("put after no_quorum naming the leader: %v %d via %s", err, v, cl.Addr())
+	}
+	cl = quick(t, cutOff("").addr(), leader.addr())
+	if v, err = cl.Put(context.Background(), "q", "k", "x", PutOptions{}); err != nil || cl.Addr() != leader.addr() {
+		t.Fatalf("put after no_quorum: %v %d via %s", err, v, cl.Addr())
 	}
 	// Two nodes that name each other as leader: at most 5 redirects, then the error.
 	var p1, p2 *fake

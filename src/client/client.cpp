@@ -43,7 +43,9 @@ struct Pending {
     std::string frame;
     bool resend_ok = false;   // may go out again after a broken connection
     bool pinned = false;      // belongs to one connection (its automatic hello)
-    int redirects = 0;
+    int redirects = 0;        // to a leader a refusal named (at most max_redirects)
+    int retries = 0;          // after a refusal that named none (until the deadline)
+    std::optional<Error> refused;  // the last such refusal: the answer at the deadline
     Clock::time_point deadline;
     asio::steady_timer timer;
     asio::steady_timer retry_timer;
@@ -261,6 +263,9 @@ private:
             if (conn && conn->state == Conn::State::open && conn->last_rx < sent)
                 close_conn(conn, "no answer from the server since " + std::string(p->op) +
                                      " was sent");
+        } else if (p->refused) {
+            // Not applied: the nodes it reached refused it, and no leader came up in time.
+            finish(p, Error(*p->refused));
         } else {
             std::string why = "no dueq server reachable in time";
             if (!last_connect_error_.empty()) why += " (" + last_connect_error_ + ")";
@@ -313,26 +318,34 @@ private:
         if (it == pending_.end()) return;  // answered after its deadline: dropped
         PendingPtr p = it->second;
         if (p->conn != conn) return;
-        if (!frame.ok && frame.error.code == Code::not_leader && !p->pinned &&
-            p->redirects < opts_.max_redirects) {
-            return redirect(p, conn, frame.error.leader);
+        const bool elsewhere =
+            frame.error.code == Code::not_leader || frame.error.code == Code::no_quorum;
+        const bool named = !frame.error.leader.empty() && frame.error.leader != conn->address;
+        // A named leader is followed max_redirects times (two nodes could name each other);
+        // without one, the call goes on to the next seed, backing off, until its deadline.
+        if (!frame.ok && elsewhere && !p->pinned && opts_.max_redirects > 0 &&
+            (!named || p->redirects < opts_.max_redirects)) {
+            p->refused = frame.error;
+            return redirect(p, conn, named ? frame.error.leader : std::string());
         }
         finish(p, std::move(frame));
     }
 
-    // not_leader means "not applied", so any op may go again, to the named leader at
-    // once, or to the next seed after a backoff when the refusing node knows no leader.
+    // not_leader and no_quorum mean "not applied", so any op may go again, to the named
+    // leader at once, or to the next seed after a backoff when the refusing node knows no
+    // leader (an election runs, or it is cut off from the others).
     void redirect(const PendingPtr& p, const ConnPtr& refused_by, const std::string& leader) {
-        ++p->redirects;
         detach(p);
-        if (!leader.empty() && leader != refused_by->address) {
+        if (!leader.empty()) {
+            ++p->redirects;
             if (!active_ || active_->address != leader) {
                 retire_active();
                 leader_hint_ = leader;
             }
             return dispatch(p);
         }
-        auto delay = kRedirectBackoffMin * (1 << std::min(p->redirects - 1, 5));
+        ++p->retries;
+        auto delay = kRedirectBackoffMin * (1 << std::min(p->retries - 1, 5));
         delay = std::min<milliseconds>(delay, kBackoffMax);
         p->retry_timer.expires_after(delay);
         p->retry_timer.async_wait([this, p, refused_by](const boost::system::error_code& ec) {
@@ -375,7 +388,7 @@ private:
     void queue_hello(const ConnPtr& conn) {
         HelloRequest hello;
         hello.token = opts_.token;
-        if (auto s = sessions_.find(conn->address); s != sessions_.end()) hello.session = s->second;
+        hello.session = session_;
         auto p = std::make_shared<Pending>(io_);
         p->id = next_id_.fetch_add(1);
         p->op = HelloRequest::op;
@@ -383,13 +396,21 @@ private:
         p->frame = encode_request(hello, p->id).value();
         p->deadline = Clock::now() + opts_.connect_timeout + opts_.call_timeout;
         std::weak_ptr<Conn> weak = conn;
-        p->complete = [this, weak](Result<ResponseFrame> r) {
+        p->complete = [this, weak, offered = session_](Result<ResponseFrame> r) {
             ConnPtr c = weak.lock();
             if (c && r.ok() && !r->ok && r->error.code == Code::unauthorized) c->refused = r->error;
             HelloResponse hello_out;
             if (!c || !r.ok() || !r->ok || !decode_result(*r->map, &hello_out).ok()) return;
-            sessions_[c->address] = hello_out.session;
-            if (c == active_) set_info(c->address, hello_out.session);
+            session_ = hello_out.session;
+            if (c != active_) return;
+            set_info(c->address, hello_out.session);
+            // The leader keeps sessions (docs/protocol.md §5): a session resumed on a
+            // follower would run out there while its tasks wait on the leader.
+            if (offered == hello_out.session && !hello_out.leader.empty() &&
+                hello_out.leader != c->address) {
+                retire_active();
+                leader_hint_ = hello_out.leader;
+            }
         };
         pending_.emplace(p->id, p);
         p->timer.expires_at(p->deadline);
@@ -649,7 +670,7 @@ private:
     milliseconds backoff_{0};
     bool backoff_armed_ = false;
     asio::steady_timer backoff_timer_{io_};
-    std::unordered_map<std::string, uint64_t> sessions_;  // address -> our session there
+    std::optional<uint64_t> session_;  // the session hello last gave us, on any node
     std::string last_connect_error_;
     bool shutting_down_ = false;
 

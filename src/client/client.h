@@ -21,12 +21,14 @@
 // link), the connection is dropped as if it had broken, and the next call dials the next
 // seed.
 //
-// Redirects. A `not_leader` refusal means the op was not applied, so every op is
-// retried: on the leader named in error.leader (the client connects there, and the old
+// Redirects. A `not_leader` or `no_quorum` refusal means the op was not applied, so
+// every op is retried: on the leader named in error.leader (the client connects there, and the old
 // connection closes once its in-flight calls are answered), or, when no leader is
-// named, on the next seed after a short backoff (50 ms doubling to 1 s). At most
-// ClientOptions::max_redirects times per call, and never past the call's deadline;
-// then the not_leader error is returned.
+// named, on the next seed after a short backoff (50 ms doubling to 1 s). A named leader
+// is followed at most ClientOptions::max_redirects times per call (0: every refusal is
+// returned as it is); without one the call goes on until its deadline (a cut-off node
+// knows no leader until its links come back, and the others need an election); then the
+// last refusal is returned.
 //
 // Broken connections. When a connection fails, the client reconnects to the next
 // seed (round robin, backoff after a full round of failures). What was in flight is:
@@ -37,16 +39,16 @@
 //     a put/delete/ack/release/bury/kick/touch/take may then be applied twice, or a take
 //     may lease tasks that nobody receives until their ttr runs out);
 //   - otherwise completed with `unavailable` ("... may or may not have been applied").
-// Server errors other than not_leader (no_quorum, timeout, unavailable, ...) are
+// Server errors other than not_leader and no_quorum (timeout, unavailable, ...) are
 // returned as they are: whether to retry those is the caller's decision.
 //
 // Sessions. The server treats each connection as a session; tasks taken with
 // release_on_disconnect go back to ready some time (session_grace_ms) after it closes.
 // When ClientOptions::say_hello is set (the default) the client sends `hello` first on
-// every connection, and on reconnecting to an address where it had a session it asks to
-// resume that session, so a brief disconnect does not lose its leases. It never offers
-// a session id to a different address (ids are only meaningful to the node that issued
-// them). An explicit hello() is passed through unchanged.
+// every connection, and asks to resume the session it last had, on whichever node it
+// reaches: a disconnect, or a leader change within session_grace_ms, does not lose its
+// leases (a new leader knows which sessions hold some). An explicit hello() is passed
+// through unchanged.
 #pragma once
 
 #include <chrono>

@@ -22,7 +22,8 @@ Code code_from_name(std::string_view name);
 struct Error {
     Code code = Code::internal;
     std::string message;
-    // Set with not_leader when the refusing node knows the leader's client address.
+    // Set with not_leader and no_quorum when the refusing node knows the leader's client
+    // address.
     std::string leader;
     // The code as sent by the server (differs from code_name(code) only for Code::unknown).
     std::string code_name;

@@ -1,9 +1,11 @@
 #include "node/client_sessions.h"
 
+#include <algorithm>
+
 namespace dueq::node {
 
 queue::SessionId ClientSessions::open() {
-    const queue::SessionId id = (++next_ << 4) | node_bits_;
+    const queue::SessionId id = (++next_ << kNodeBits) | node_bits_;
     sessions_[id].connections = 1;
     return id;
 }
@@ -20,15 +22,30 @@ void ClientSessions::stop_grace(queue::SessionId id, Session& s) {
     s.grace_until = -1;
 }
 
-bool ClientSessions::resume(queue::SessionId current, queue::SessionId wanted, std::int64_t now) {
+bool ClientSessions::resume(queue::SessionId current, queue::SessionId wanted, std::int64_t now,
+                            bool holds_leases) {
     if (wanted == current) return true;
-    auto it = sessions_.find(wanted);
-    if (it == sessions_.end()) return false;
+    if (wanted == 0) return false;
+    auto [it, fresh] = sessions_.try_emplace(wanted);
+    if (fresh) {
+        it->second.took_tasks = holds_leases;
+        // Never hand out an id a client already speaks for.
+        if ((wanted & ((1u << kNodeBits) - 1)) == node_bits_)
+            next_ = std::max(next_, wanted >> kNodeBits);
+    }
     // Its tasks stay taken: this connection now speaks for it.
     ++it->second.connections;
     stop_grace(wanted, it->second);
     close(current, now);
     return true;
+}
+
+void ClientSessions::took_over(const std::vector<queue::SessionId>& holders, std::int64_t now) {
+    for (queue::SessionId id : holders) {
+        Session& s = sessions_[id];
+        s.took_tasks = true;
+        if (s.connections == 0) start_grace(id, s, now);
+    }
 }
 
 void ClientSessions::close(queue::SessionId session, std::int64_t now) {

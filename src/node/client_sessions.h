@@ -4,6 +4,11 @@
 // for the whole grace period is over: the node then proposes ReleaseSession, and the
 // tasks it held with release_on_disconnect come back on every replica.
 //
+// Which sessions hold such tasks is replicated state (the store records each lease's
+// session); which of them are connected is not. A new leader therefore gives every
+// session that holds one a fresh grace period (took_over), and any node lets a client
+// resume any session (resume), so a client that follows the leadership keeps its tasks.
+//
 // Reads no clock: time comes in as arguments, and the node's timer calls expire() at
 // next_deadline(). Not thread-safe: the node's event loop owns it.
 #pragma once
@@ -21,16 +26,24 @@ namespace dueq::node {
 
 class ClientSessions {
   public:
-    // Session ids are (counter << 4) | node_bits, counting up from `first`: unique
-    // across the cluster while nodes have distinct low bits and start counters apart.
+    // Session ids are (counter << kNodeBits) | node_bits, counting up from `first`:
+    // unique across the cluster while members' Raft ids differ in their low kNodeBits
+    // bits and a node's counter starts past what it gave before (the clock, scaled).
+    static constexpr int kNodeBits = 8;
     ClientSessions(std::uint64_t node_bits, std::uint64_t first, std::int64_t grace_ms)
-        : node_bits_(node_bits & 15), next_(first), grace_ms_(grace_ms) {}
+        : node_bits_(node_bits & ((1u << kNodeBits) - 1)), next_(first), grace_ms_(grace_ms) {}
 
     // The session of a new connection.
     queue::SessionId open();
-    // The connection of session `current` asks to speak for `wanted` instead. True if
-    // `wanted` exists: its grace period stops, and `current` loses this connection.
-    bool resume(queue::SessionId current, queue::SessionId wanted, std::int64_t now);
+    // The connection of session `current` asks to speak for `wanted` instead (any node
+    // accepts any session: it may have been made by a leader that is gone). False only
+    // for session 0. Its grace period stops, and `current` loses this connection.
+    // `holds_leases`: the store says `wanted` holds tasks with release_on_disconnect.
+    bool resume(queue::SessionId current, queue::SessionId wanted, std::int64_t now,
+                bool holds_leases);
+    // This node became the leader: `holders` hold tasks with release_on_disconnect. Each
+    // not connected here gets a full grace period from `now`.
+    void took_over(const std::vector<queue::SessionId>& holders, std::int64_t now);
     // A connection of the session closed.
     void close(queue::SessionId session, std::int64_t now);
     // A take of the session handed out tasks it holds with release_on_disconnect (the

@@ -239,7 +239,7 @@ Code Node::handle(const ConnPtr& conn, std::uint64_t id, net::Hello& hello) {
             return Code::unauthorized;
         }
     }
-    if (hello.session && writes_->sessions().resume(conn->session, *hello.session, now_ms()))
+    if (hello.session && writes_->resume_session(conn->session, *hello.session, now_ms()))
         conn->session = *hello.session;
     conn->send(net::hello_frame(id, conn->session, config_.node_id, leader_client_address(),
                            to_string(autonomy_->mode())));
@@ -272,7 +272,11 @@ void Node::handle(const ConnPtr& conn, std::uint64_t id, net::Write& write, net:
 
 void Node::send_error(const ConnPtr& conn, std::uint64_t id, queue::Code code,
                       const std::string& message) const {
-    const std::string leader = code == Code::not_leader ? leader_client_address() : "";
+    // Every refusal that sends the client elsewhere names the leader this node knows of
+    // (none while an election runs, nor on a leader cut off from the others).
+    std::string leader;
+    if ((code == Code::not_leader || code == Code::no_quorum) && !(shell_ && shell_->is_leader()))
+        leader = leader_client_address();
     conn->send(net::error_frame(
         id, code, message, leader.empty() ? std::nullopt : std::optional<std::string>(leader)));
 }

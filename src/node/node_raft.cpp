@@ -77,7 +77,11 @@ std::optional<std::string> Node::start_shell(const storage::Loaded& loaded,
         if (leader_reads_) leader_reads_->on_applied();
         arm_timer();
     };
-    hooks.term_started = [this] { propose_configured_settings(); };
+    hooks.term_started = [this] {
+        propose_configured_settings();
+        writes_->on_term_started(now_ms());
+        arm_timer();
+    };
     hooks.fatal = [this](const std::string& message) { fail_stop(message); };
     hooks.fork_ended = [this] {
         if (autonomy_) autonomy_->on_fork_ended();
@@ -100,7 +104,7 @@ std::optional<std::string> Node::start_shell(const storage::Loaded& loaded,
     ws.session_grace_ms = config_.session_grace_ms;
     // Session ids are unique across the cluster: the low bits say which node made it.
     ws.node_bits = raft_id_;
-    ws.first_session = std::uint64_t(now_ms()) << 12;
+    ws.first_session = std::uint64_t(now_ms()) << 4;
     writes_ = std::make_unique<WritePath>(ws, *shell_);
     leader_reads_ = std::make_unique<LeaderReads>(*shell_, config_.raft.proposal_timeout_ms,
                                                   [this] { schedule_ready(); });
@@ -186,6 +190,7 @@ void Node::schedule_ready() {
         if (leader_reads_) leader_reads_->flush();
         ready_scheduled_ = false;
         shell_->process_ready();
+        writes_->after_ready(now_ms());
     });
 }
 

@@ -24,6 +24,15 @@ std::int64_t WritePath::store_now(std::int64_t now) const {
     return std::max(std::int64_t(shell_.applied().time), now);
 }
 
+bool WritePath::resume_session(queue::SessionId current, queue::SessionId wanted,
+                               std::int64_t now) {
+    return sessions_.resume(current, wanted, now, shell_.store().holds_leases(wanted));
+}
+
+void WritePath::on_term_started(std::int64_t now) {
+    sessions_.took_over(shell_.store().lease_holders(), now);
+}
+
 bool WritePath::submit(queue::Command cmd, std::int64_t wait_ms, ReplyTo to, std::int64_t now) {
     std::optional<std::int64_t> wait_until;
     if (auto* take = std::get_if<queue::Take>(&cmd); take && wait_ms > 0) {
@@ -112,6 +121,17 @@ void WritePath::on_batch_applied(bool wrote, std::int64_t now) {
     if (!wrote && shell_.is_leader()) return;
     for (const auto& queue : waiters_.queues())
         wake_waiters(queue, now);
+}
+
+void WritePath::after_ready(std::int64_t now) {
+    const bool leading = shell_.is_leader() && shell_.reaches_quorum();
+    const bool lost = leading_ && !leading;
+    leading_ = leading;
+    if (!lost) return;
+    for (const auto& queue : waiters_.queues())
+        for (auto& w : waiters_.pop(queue, ~std::uint64_t(0)))
+            if (w.to && w.to->open())
+                propose_until(std::move(w.take), std::move(w.to), w.deadline, now);
 }
 
 void WritePath::on_timer(std::int64_t now) {

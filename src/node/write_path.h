@@ -36,6 +36,11 @@ class WritePath {
     WritePath(const WritePathSettings& settings, shell::RaftShell& shell);
 
     ClientSessions& sessions() { return sessions_; }
+    // hello {session}: the connection of `current` speaks for `wanted` from now on.
+    bool resume_session(queue::SessionId current, queue::SessionId wanted, std::int64_t now);
+    // As leader, the first entry of its term applied (so every entry committed before is
+    // applied too): the sessions that hold leases get their grace period here.
+    void on_term_started(std::int64_t now);
 
     // A client's command. A take with wait_ms > 0 that finds nothing due on the leader
     // waits here (parked) instead of going into the log: then it returns true, and the
@@ -46,6 +51,11 @@ class WritePath {
     raft::Index propose(queue::Command cmd, ReplyTo to, std::int64_t now);
     // After the shell applied a batch; `wrote`: one of them was a command.
     void on_batch_applied(bool wrote, std::int64_t now);
+    // After each turn of the shell (process_ready). When this node stops leading, or
+    // loses its links to a majority, its parked takes are answered at once (not_leader
+    // or no_quorum, not applied), so that their clients go and park on the new leader
+    // instead of waiting out their deadline here.
+    void after_ready(std::int64_t now);
     // Parked takes that timed out, the Advance, sessions whose grace period ran out.
     void on_timer(std::int64_t now);
     // When on_timer() has something to do next (nullopt: nothing is pending).
@@ -65,6 +75,7 @@ class WritePath {
     shell::RaftShell& shell_;
     ClientSessions sessions_;
     TakeWaiters waiters_;                 // blocking takes parked on the leader
+    bool leading_ = false;                // leader with links to a majority, last turn
     std::int64_t events_seen_until_ = 0;  // store events up to this time were handled
     std::int64_t last_advance_ms_ = 0;    // when the last Advance was proposed
     raft::Index advance_index_ = 0;       // an Advance proposed and not applied yet

@@ -190,6 +190,12 @@ class Store {
     // How many tasks a take at `now` could hand out (what has_due() looks at), counted up
     // to `limit`: the leader wakes that many blocking takes, not every one.
     std::uint64_t count_due(std::string_view queue, Millis now, std::uint64_t limit) const;
+    // The sessions that hold a lease taken with release_on_disconnect, each once, in id
+    // order: a new leader gives each a grace period to come back (docs/semantics.md).
+    // O(sessions * log leases).
+    std::vector<SessionId> lease_holders() const;
+    // Whether `session` holds such a lease. O(log leases).
+    bool holds_leases(SessionId session) const;
 
     // Bytes the store holds beyond keys and payloads (task records, index nodes,
     // hash buckets), by its own accounting.

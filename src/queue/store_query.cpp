@@ -210,6 +210,22 @@ std::optional<Millis> Store::next_event_any(Millis now) const {
     return at;
 }
 
+std::vector<SessionId> Store::lease_holders() const {
+    std::vector<SessionId> holders;
+    const auto& leases = impl_->session_leases;
+    for (auto it = leases.begin(); it != leases.end();) {
+        holders.push_back(it->session);
+        if (it->session == ~SessionId(0)) break;
+        it = leases.lower_bound({it->session + 1, 0, nullptr});
+    }
+    return holders;
+}
+
+bool Store::holds_leases(SessionId session) const {
+    auto it = impl_->session_leases.lower_bound({session, 0, nullptr});
+    return it != impl_->session_leases.end() && it->session == session;
+}
+
 bool Store::has_due(std::string_view queue, Millis now) const {
     const Queue* q = impl_->find_queue(queue);
     if (q == nullptr) return false;

@@ -210,18 +210,80 @@ TEST_CASE("not_leader without a leader retries on the next seed", "[client]") {
     CHECK(r->kicked == 2);
 }
 
-TEST_CASE("redirects stop after max_redirects", "[client]") {
-    FakeServer a([](const FakeServer::ConnPtr&, const Json& req) -> std::optional<Json> {
+TEST_CASE("no_quorum goes to the leader it names, or to the next seed", "[client]") {
+    FakeServer leader([](const FakeServer::ConnPtr&, const Json& req) -> std::optional<Json> {
+        if (req.value("op", "") == "hello")  // a session of its own, unlike the others' 1
+            return ok_reply(req, {{"session", 2}, {"node_id", "n2"}, {"protocol", 1}});
         if (auto r = basic_reply(req)) return r;
-        return error_reply(req, "not_leader");
+        return ok_reply(req, {{"kicked", 2}});
     });
-    auto opts = options_for({a.address()});
+    const std::string leader_addr = leader.address();
+    FakeServer knows([&](const FakeServer::ConnPtr&, const Json& req) -> std::optional<Json> {
+        if (auto r = basic_reply(req)) return r;
+        return error_reply(req, "no_quorum", leader_addr);
+    });
+    FakeServer cut_off([](const FakeServer::ConnPtr&, const Json& req) -> std::optional<Json> {
+        if (auto r = basic_reply(req)) return r;
+        return error_reply(req, "no_quorum");
+    });
+    for (const auto& seeds : {std::vector<std::string>{knows.address()},
+                              std::vector<std::string>{cut_off.address(), leader_addr}}) {
+        Client client(options_for(seeds));
+        auto r = client.kick({.queue = "q", .count = 5});
+        REQUIRE(r.ok());
+        CHECK(r->kicked == 2);
+        CHECK(client.current_address() == leader_addr);
+    }
+    // Each client offered the leader the session the first node gave it (sessions are
+    // the cluster's, docs/protocol.md §5).
+    std::size_t offered = 0;
+    for (const auto& r : leader.requests())
+        offered += r.value("op", "") == "hello" && r.contains("session") && r["session"] == 1;
+    CHECK(offered == 2);
+}
+
+TEST_CASE("redirects to a named leader stop after max_redirects", "[client]") {
+    // Two nodes that name each other as the leader.
+    std::string a_addr, b_addr;
+    FakeServer a([&](const FakeServer::ConnPtr&, const Json& req) -> std::optional<Json> {
+        if (auto r = basic_reply(req)) return r;
+        return error_reply(req, "not_leader", b_addr);
+    });
+    FakeServer b([&](const FakeServer::ConnPtr&, const Json& req) -> std::optional<Json> {
+        if (auto r = basic_reply(req)) return r;
+        return error_reply(req, "not_leader", a_addr);
+    });
+    a_addr = a.address();
+    b_addr = b.address();
+    auto opts = options_for({a_addr});
     opts.max_redirects = 2;
     Client client(opts);
     auto r = client.del({.key = "k"});
     REQUIRE_FALSE(r.ok());
     CHECK(r.code() == Code::not_leader);
-    CHECK(count_op(a, "delete") == 3);
+    CHECK(count_op(a, "delete") + count_op(b, "delete") == 3);
+}
+
+TEST_CASE("without a leader named, refusals are retried until the deadline", "[client]") {
+    FakeServer a([](const FakeServer::ConnPtr&, const Json& req) -> std::optional<Json> {
+        if (auto r = basic_reply(req)) return r;
+        return error_reply(req, "no_quorum");
+    });
+    Client client(options_for({a.address()}));
+    CallOptions quick;
+    quick.timeout = 2500ms;  // refused at 0, 50, 150, 350, 750 and 1550 ms
+    auto r = client.del({.key = "k"}, quick);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.code() == Code::no_quorum);  // the last refusal: not applied
+    CHECK_FALSE(r.error().maybe_applied);
+    CHECK(count_op(a, "delete") > 5);  // 50 ms backoff doubling: more than max_redirects
+    // max_redirects = 0: the refusal as it is.
+    auto opts = options_for({a.address()});
+    opts.max_redirects = 0;
+    Client once(opts);
+    const auto before = count_op(a, "delete");
+    CHECK(once.del({.key = "k"}).code() == Code::no_quorum);
+    CHECK(count_op(a, "delete") == before + 1);
 }
 
 TEST_CASE("a broken connection resends safe ops but not unsafe ones", "[client]") {

@@ -470,7 +470,13 @@ TEST_CASE("ReleaseSession returns the session's release_on_disconnect tasks", "[
     REQUIRE(f.apply(take(1, 1, true)).tasks.size() == 1);   // a: session 1
     REQUIRE(f.apply(take(1, 1, false)).tasks.size() == 1);  // b: session 1, kept on disconnect
     REQUIRE(f.apply(take(1, 2, true)).tasks.size() == 1);   // c: session 2
+    // What a new leader reads to give these sessions their grace period.
+    CHECK(f.s.lease_holders() == std::vector<SessionId>{1, 2});
+    CHECK(f.s.holds_leases(1));
+    CHECK_FALSE(f.s.holds_leases(3));
     REQUIRE(f.apply(ReleaseSession{1}, T0 + 10).ok());
+    CHECK(f.s.lease_holders() == std::vector<SessionId>{2});  // b was kept on disconnect
+    CHECK_FALSE(f.s.holds_leases(1));
     CHECK(f.status("a") == Status::ready);
     CHECK(f.s.get("q", "a")->attempts == 1);  // the take counted; the disconnect does not
     CHECK(f.status("b") == Status::taken);

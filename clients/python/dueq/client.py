@@ -37,7 +37,7 @@ class Client:
         self._retiring = []      # connections left for the leader, closed once drained
         self._hint = None        # the leader a not_leader named
         self._next_seed = 0
-        self._sessions = {}      # address -> session id it gave (resumed only there)
+        self._session = None     # the session hello last gave, resumed on any node
         self._last_call = time.monotonic()
         self._stop = threading.Event()
         if idle_ping:
@@ -79,9 +79,14 @@ class Client:
                 return {k: v for k, v in frame.items() if k not in ("id", "ok")}
             err = frame.get("error") or {}
             code, leader = err.get("code", "internal"), err.get("leader") or ""
-            if code == "not_leader" and redirects < self.max_redirects:
-                redirects += 1
-                if leader and leader != conn.address:
+            # Both mean "not applied, go elsewhere": to the leader named (at most
+            # max_redirects times: two nodes could name each other), or, when none is
+            # named (an election, a cut-off node), to the next seed until the deadline.
+            named = bool(leader) and leader != conn.address
+            if (code in ("not_leader", "no_quorum") and self.max_redirects > 0
+                    and (not named or redirects < self.max_redirects)):
+                if named:
+                    redirects += 1
                     self._redirect(conn, leader)
                 else:
                     time.sleep(min(backoff, max(0.0, deadline - time.monotonic())))
@@ -98,6 +103,7 @@ class Client:
             if self._conn is not None and not self._conn.closed:
                 return self._conn
             last = None
+            moved = False
             while True:
                 address = self._hint or self.seeds[self._next_seed % len(self.seeds)]
                 if self._hint:
@@ -108,7 +114,14 @@ class Client:
                     conn = Connection(address, min(self.connect_timeout,
                                                    max(0.05, deadline - time.monotonic())),
                                       self.ssl_context)
-                    self._hello(conn)
+                    resumed, leader = self._hello(conn)
+                    # The leader keeps sessions (§5): one resumed on a follower would run
+                    # out there while its tasks wait on the leader. Once per connection.
+                    if resumed and leader and leader != address and not moved:
+                        moved = True
+                        conn.close()
+                        self._hint = leader
+                        continue
                     self._conn = conn
                     return conn
                 except (OSError, Error) as e:
@@ -120,11 +133,14 @@ class Client:
                     time.sleep(0.05)
 
     def _hello(self, conn):
-        session = self._sessions.get(conn.address)
-        if not self.token and session is None:
-            return
-        p = conn.send({"op": "hello", "token": self.token, "session": session}
-                      if self.token else {"op": "hello", "session": session})
+        # Always: it is how the session is learnt, to be resumed on the next node (a new
+        # leader knows the sessions that hold leases).
+        request = {"op": "hello"}
+        if self.token:
+            request["token"] = self.token
+        if self._session is not None:
+            request["session"] = self._session
+        p = conn.send(request)
         if not p.event.wait(self.connect_timeout) or p.error is not None:
             conn.close()
             raise Error("unavailable", f"hello to {conn.address} got no answer")
@@ -132,7 +148,9 @@ class Client:
             conn.close()
             err = p.frame.get("error") or {}
             raise Error(err.get("code", "internal"), err.get("message", ""))
-        self._sessions[conn.address] = p.frame.get("session")
+        resumed = self._session is not None and p.frame.get("session") == self._session
+        self._session = p.frame.get("session")
+        return resumed, p.frame.get("leader")
 
     @staticmethod
     def _close_if_idle(conn):

@@ -16,6 +16,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, "..", "..", "..")
 sys.path.insert(0, os.path.join(ROOT, "testing", "chaos"))
 import dueq  # noqa: E402
+import msgpack  # noqa: E402
 from harness.cluster import Cluster  # noqa: E402
 
 BUILD = os.path.abspath(os.environ.get("DUEQ_BUILD", os.path.join(ROOT, "build")))
@@ -27,15 +28,34 @@ def now_ms():
 
 
 class FakeNode:
-    """Accepts connections, reads one frame on each, and closes without answering."""
+    """Accepts connections, answers hello, reads one more frame on each, and closes
+    without answering it. With `refuse` (an error dict), it answers that instead."""
 
-    def __init__(self):
+    def __init__(self, refuse=None):
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(16)
         self.address = f"127.0.0.1:{self.sock.getsockname()[1]}"
         self.requests = 0
+        self.hellos = []
+        self.refuse = refuse
         threading.Thread(target=self._serve, daemon=True).start()
+
+    @staticmethod
+    def _read(conn):
+        n = int.from_bytes(conn.recv(4), "big")
+        body = b""
+        while len(body) < n:
+            chunk = conn.recv(n - len(body))
+            if not chunk:
+                return None
+            body += chunk
+        return msgpack.unpackb(body) if n else None
+
+    @staticmethod
+    def _send(conn, frame):
+        body = msgpack.packb(frame)
+        conn.sendall(len(body).to_bytes(4, "big") + body)
 
     def _serve(self):
         while True:
@@ -44,10 +64,21 @@ class FakeNode:
             except OSError:
                 return
             try:
-                n = int.from_bytes(conn.recv(4), "big")
-                while n > 0:
-                    n -= len(conn.recv(n))
-                self.requests += 1
+                while True:
+                    req = self._read(conn)
+                    if req is None:
+                        break
+                    if req.get("op") == "hello":
+                        self.hellos.append(req.get("session"))
+                        self._send(conn, {"id": req["id"], "ok": True, "session": 5})
+                        continue
+                    self.requests += 1
+                    if self.refuse:
+                        self._send(conn, {"id": req["id"], "ok": False, "error": self.refuse})
+                        continue
+                    break
+            except OSError:
+                pass
             finally:
                 conn.close()
 
@@ -71,6 +102,26 @@ class WithoutServer(unittest.TestCase):
             c.close()
         finally:
             fake.close()
+
+    def test_no_quorum_goes_to_the_leader_named_or_the_next_node(self):
+        leader = FakeNode(refuse={"code": "exists", "message": "the leader's answer"})
+        cut_off = FakeNode(refuse={"code": "no_quorum", "message": "cut off",
+                                   "leader": leader.address})
+        lost = FakeNode(refuse={"code": "no_quorum", "message": "cut off"})
+        try:
+            for seeds in ([cut_off.address], [lost.address, leader.address]):
+                c = dueq.Client(seeds, call_timeout=2.0, idle_ping=0)
+                with self.assertRaises(dueq.Error) as e:
+                    c.put("q", "k", 1, mode="insert")
+                self.assertEqual(e.exception.code, "exists")  # answered by the leader
+                self.assertEqual(c.current_address(), leader.address)
+                c.close()
+            # The session the first node gave is offered to the others (sessions are the
+            # cluster's).
+            self.assertIn(5, leader.hellos)
+        finally:
+            for f in (leader, cut_off, lost):
+                f.close()
 
     def test_no_node_reachable_is_not_applied(self):
         s = socket.socket()
