@@ -354,6 +354,9 @@ func (c *Client) do(ctx context.Context, op string, fields map[string]any, extra
 				c.redirect(cn, e.Leader)
 				continue
 			}
+			if e.Code == "no_quorum" && len(c.seeds) < 2 {
+				return nil, e // a cut-off node, and no other seed to try
+			}
 			c.drop(cn, true)
 			wait()
 		default:

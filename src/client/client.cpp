@@ -323,7 +323,9 @@ private:
         const bool named = !frame.error.leader.empty() && frame.error.leader != conn->address;
         // A named leader is followed max_redirects times (two nodes could name each other);
         // without one, the call goes on to the next seed, backing off, until its deadline.
-        if (!frame.ok && elsewhere && !p->pinned && opts_.max_redirects > 0 &&
+        // A cut-off node's no_quorum with no other seed to try is the answer (dueqctl --addr).
+        const bool stuck = frame.error.code == Code::no_quorum && !named && seeds_.size() < 2;
+        if (!frame.ok && elsewhere && !stuck && !p->pinned && opts_.max_redirects > 0 &&
             (!named || p->redirects < opts_.max_redirects)) {
             p->refused = frame.error;
             return redirect(p, conn, named ? frame.error.leader : std::string());

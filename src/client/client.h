@@ -28,7 +28,7 @@
 // is followed at most ClientOptions::max_redirects times per call (0: every refusal is
 // returned as it is); without one the call goes on until its deadline (a cut-off node
 // knows no leader until its links come back, and the others need an election); then the
-// last refusal is returned.
+// last refusal is returned. With a single seed, no_quorum is returned at once.
 //
 // Broken connections. When a connection fails, the client reconnects to the next
 // seed (round robin, backoff after a full round of failures). What was in flight is:

@@ -83,7 +83,9 @@ class Client:
             # max_redirects times: two nodes could name each other), or, when none is
             # named (an election, a cut-off node), to the next seed until the deadline.
             named = bool(leader) and leader != conn.address
-            if (code in ("not_leader", "no_quorum") and self.max_redirects > 0
+            # A cut-off node's no_quorum with no other seed to try is the answer.
+            stuck = code == "no_quorum" and not named and len(self.seeds) < 2
+            if (code in ("not_leader", "no_quorum") and self.max_redirects > 0 and not stuck
                     and (not named or redirects < self.max_redirects)):
                 if named:
                     redirects += 1
