@@ -99,13 +99,14 @@ bool WritePath::wait_for_task(ReplyTo to, queue::Take take, std::int64_t deadlin
 
 void WritePath::wake_waiters(const std::string& queue, std::int64_t now) {
     std::vector<TakeWaiters::Waiter> woken;
-    if (shell_.is_leader()) {
+    if (shell_.is_leader() && shell_.reaches_quorum()) {
         woken = waiters_.wake(queue, shell_.applied().index, [&](std::uint64_t claimed) {
             return shell_.store().count_due(queue, store_now(now),
                                             claimed + settings_.max_take_count);
         });
     } else {
-        // A follower holds no waiters but the leader's it was: they learn where it went.
+        // Waiters parked while this node led with a majority: each is proposed again and
+        // so answered not_leader or no_quorum (not applied), to park on the new leader.
         woken = waiters_.pop(queue, ~std::uint64_t(0));
     }
     for (auto& w : woken) {
@@ -129,9 +130,7 @@ void WritePath::after_ready(std::int64_t now) {
     leading_ = leading;
     if (!lost) return;
     for (const auto& queue : waiters_.queues())
-        for (auto& w : waiters_.pop(queue, ~std::uint64_t(0)))
-            if (w.to && w.to->open())
-                propose_until(std::move(w.take), std::move(w.to), w.deadline, now);
+        wake_waiters(queue, now);
 }
 
 void WritePath::on_timer(std::int64_t now) {
