@@ -1,12 +1,15 @@
 #include "admin/http_server.h"
 
+#include <openssl/ssl.h>
 #include <spdlog/spdlog.h>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 
 #include <chrono>
 #include <list>
 #include <optional>
+#include <type_traits>
 
 #include "net/server.h"
 
@@ -22,34 +25,78 @@ constexpr std::size_t kMaxHeaderBytes = 8192;
 constexpr auto kRequestDeadline = std::chrono::seconds(10);
 }  // namespace
 
-class HttpServer::Session : public std::enable_shared_from_this<Session> {
+class HttpServer::Session {
   public:
-    Session(tcp::socket socket, std::shared_ptr<Handler> handler, std::shared_ptr<std::size_t> live,
-            std::shared_ptr<bool> stopped)
-        : stream_(std::move(socket)),
+    virtual ~Session() = default;
+    virtual void start() = 0;
+    virtual void close() = 0;
+};
+
+namespace {
+
+using PlainStream = beast::tcp_stream;
+using TlsStream = beast::ssl_stream<beast::tcp_stream>;
+
+// One connection over Stream: PlainStream, or TlsStream (a handshake first).
+template <class Stream>
+class StreamSession : public HttpServer::Session,
+                      public std::enable_shared_from_this<StreamSession<Stream>> {
+  public:
+    using Handler = HttpServer::Handler;
+    using Respond = HttpServer::Respond;
+
+    // `tls` holds the context a TlsStream was made with, for as long as the stream lives.
+    StreamSession(tcp::socket socket, std::shared_ptr<asio::ssl::context> tls,
+                  std::shared_ptr<Handler> handler, std::shared_ptr<std::size_t> live,
+                  std::shared_ptr<bool> stopped)
+        : tls_(std::move(tls)),
+          stream_(make_stream(std::move(socket), tls_.get())),
           handler_(std::move(handler)),
           live_(std::move(live)),
           stopped_(std::move(stopped)) {
         ++*live_;
     }
-    ~Session() { --*live_; }
+    ~StreamSession() override { --*live_; }
+
+    void start() override {
+        if constexpr (std::is_same_v<Stream, TlsStream>) {
+            lowest().expires_after(kRequestDeadline);
+            stream_.async_handshake(asio::ssl::stream_base::server,
+                                    [self = this->shared_from_this()](beast::error_code ec) {
+                                        if (ec) return self->close();
+                                        self->read();
+                                    });
+        } else {
+            read();
+        }
+    }
 
     void read() {
         if (*stopped_) return close();
         parser_.emplace();
         parser_->header_limit(kMaxHeaderBytes);
-        stream_.expires_after(kRequestDeadline);
-        http::async_read(
-            stream_, buffer_, *parser_,
-            [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_read(ec); });
+        lowest().expires_after(kRequestDeadline);
+        http::async_read(stream_, buffer_, *parser_,
+                         [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
+                             self->on_read(ec);
+                         });
     }
-    void close() {
+    // No TLS close_notify: the socket is shut either way, and no answer is cut short by it.
+    void close() override {
         beast::error_code ignored;
-        stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
-        stream_.close();
+        lowest().socket().shutdown(tcp::socket::shutdown_both, ignored);
+        lowest().close();
     }
 
   private:
+    static Stream make_stream(tcp::socket socket, asio::ssl::context* tls) {
+        if constexpr (std::is_same_v<Stream, TlsStream>)
+            return Stream(std::move(socket), *tls);
+        else
+            return Stream(std::move(socket));
+    }
+    beast::tcp_stream& lowest() { return beast::get_lowest_layer(stream_); }
+
     void on_read(beast::error_code ec) {
         if (ec == http::error::end_of_stream || ec == beast::error::timeout ||
             ec == asio::error::operation_aborted || *stopped_)
@@ -73,8 +120,8 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
         r.path = target.substr(0, q);
         if (q != std::string::npos) r.query = target.substr(q + 1);
         const bool head = req.method() == http::verb::head;
-        stream_.expires_never();
-        (*handler_)(r, [self = shared_from_this(), keep_alive, head](HttpResponse res) {
+        lowest().expires_never();
+        (*handler_)(r, [self = this->shared_from_this(), keep_alive, head](HttpResponse res) {
             if (*self->stopped_) return self->close();
             self->write(std::move(res), keep_alive, head);
         });
@@ -93,8 +140,8 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
             res_.body() = std::move(res.body);
             res_.prepare_payload();
         }
-        stream_.expires_after(kRequestDeadline);
-        auto self = shared_from_this();
+        lowest().expires_after(kRequestDeadline);
+        auto self = this->shared_from_this();
         auto done = [self, keep_alive](beast::error_code ec, std::size_t) {
             if (ec || !keep_alive) return self->close();
             self->read();
@@ -107,7 +154,8 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
         }
     }
 
-    beast::tcp_stream stream_;
+    std::shared_ptr<asio::ssl::context> tls_;  // before stream_, which refers to it
+    Stream stream_;
     beast::flat_buffer buffer_{kMaxHeaderBytes};
     std::optional<http::request_parser<http::empty_body>> parser_;
     http::response<http::string_body> res_;
@@ -116,6 +164,8 @@ class HttpServer::Session : public std::enable_shared_from_this<Session> {
     std::shared_ptr<std::size_t> live_;
     std::shared_ptr<bool> stopped_;
 };
+
+}  // namespace
 
 HttpServer::HttpServer(asio::io_context& io, const std::string& listen, Handler handler,
                        std::size_t max_connections)
@@ -148,6 +198,16 @@ void HttpServer::stop() {
     sessions_.clear();
 }
 
+void HttpServer::set_tls(std::shared_ptr<const net::TlsContext> ctx) {
+    if (!ctx) {
+        tls_.reset();
+        return;
+    }
+    // Asio's context frees the SSL_CTX it wraps: it gets a reference of its own.
+    SSL_CTX_up_ref(ctx->native());
+    tls_ = std::make_shared<asio::ssl::context>(ctx->native());
+}
+
 void HttpServer::accept() {
     acceptor_.async_accept([this, stopped = stopped_](beast::error_code ec, tcp::socket socket) {
         if (*stopped) return;
@@ -164,10 +224,16 @@ void HttpServer::accept() {
             beast::error_code ignored;
             socket.close(ignored);  // over the cap: a scraper retries, an attacker gets nothing
         } else {
-            auto session = std::make_shared<Session>(std::move(socket), handler_, live_, stopped_);
+            std::shared_ptr<Session> session;
+            if (tls_)
+                session = std::make_shared<StreamSession<TlsStream>>(std::move(socket), tls_,
+                                                                     handler_, live_, stopped_);
+            else
+                session = std::make_shared<StreamSession<PlainStream>>(std::move(socket), nullptr,
+                                                                       handler_, live_, stopped_);
             sessions_.remove_if([](const auto& w) { return w.expired(); });
             sessions_.push_back(session);
-            session->read();
+            session->start();
         }
         accept();
     });

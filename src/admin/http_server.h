@@ -3,7 +3,9 @@
 // It runs on the io_context it is given (the node's event loop), so a handler reads the
 // node's state without a lock. It only does GET and HEAD; a request with a body, a header
 // block over 8 KiB or one not complete within 10 s is refused or dropped, and connections
-// beyond `max_connections` are closed at once, so no client can make it grow.
+// beyond `max_connections` are closed at once, so no client can make it grow. With a TLS
+// context (set_tls) it serves HTTPS; a connection that does not finish its handshake within
+// the same 10 s is dropped.
 //
 // Thread-safety: the io_context's thread only.
 #pragma once
@@ -18,6 +20,12 @@
 #include <list>
 #include <memory>
 #include <string>
+
+#include "net/tls.h"
+
+namespace boost::asio::ssl {
+class context;
+}
 
 namespace dueq::admin {
 
@@ -47,9 +55,13 @@ class HttpServer {
     // Stops accepting and closes every connection.
     void stop();
     std::size_t connections() const { return *live_; }
+    // HTTPS from now on with this context (server role; its files and client-certificate
+    // rule); null: plain HTTP. Open connections keep what they started with.
+    void set_tls(std::shared_ptr<const net::TlsContext> ctx);
+
+    class Session;  // one connection, plain or TLS (http_server.cpp)
 
   private:
-    class Session;
     void accept();
 
     boost::asio::io_context& io_;
@@ -57,6 +69,7 @@ class HttpServer {
     boost::asio::steady_timer retry_;
     std::shared_ptr<Handler> handler_;  // shared with the sessions, which may outlive a stop
     std::list<std::weak_ptr<Session>> sessions_;  // to close them on stop
+    std::shared_ptr<boost::asio::ssl::context> tls_;  // null: plain HTTP
     std::size_t max_connections_;
     std::uint16_t port_ = 0;
     // Shared with the sessions, which count themselves in and out.

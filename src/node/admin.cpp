@@ -84,12 +84,18 @@ std::optional<std::string> NodeAdmin::start() {
     } catch (const std::exception& e) {
         return "cannot listen for HTTP admin on " + node_.config_.admin_listen + ": " + e.what();
     }
-    spdlog::info("HTTP admin on {} (port {})", node_.config_.admin_listen, http_->port());
+    http_->set_tls(node_.tls_.admin);
+    spdlog::info("HTTP{} admin on {} (port {})", node_.tls_.admin ? "S" : "",
+                 node_.config_.admin_listen, http_->port());
     return std::nullopt;
 }
 
 void NodeAdmin::stop() {
     if (http_) http_->stop();
+}
+
+void NodeAdmin::set_tls(std::shared_ptr<const net::TlsContext> ctx) {
+    if (http_) http_->set_tls(std::move(ctx));
 }
 
 void NodeAdmin::on_request(const admin::HttpRequest& req, admin::HttpServer::Respond respond) {
@@ -287,20 +293,22 @@ void NodeAdmin::cluster_json(admin::HttpServer::Respond respond) {
             slot["error"] = "no admin address in [cluster] members";
             finish();
         } else {
-            admin::http_get(node_.io_, members[i].admin, "/status", std::chrono::milliseconds(800),
-                            [g, i, finish](admin::HttpGetResult r) {
-                                json& slot = g->members[i];
-                                if (!r.ok) {
-                                    slot["error"] = r.error;
-                                } else {
-                                    auto parsed = json::parse(r.body, nullptr, false);
-                                    if (parsed.is_discarded())
-                                        slot["error"] = "its /status is not JSON";
-                                    else
-                                        slot["status"] = std::move(parsed);
-                                }
-                                finish();
-                            });
+            admin::http_get(
+                node_.io_, members[i].admin, "/status", std::chrono::milliseconds(800),
+                [g, i, finish](admin::HttpGetResult r) {
+                    json& slot = g->members[i];
+                    if (!r.ok) {
+                        slot["error"] = r.error;
+                    } else {
+                        auto parsed = json::parse(r.body, nullptr, false);
+                        if (parsed.is_discarded())
+                            slot["error"] = "its /status is not JSON";
+                        else
+                            slot["status"] = std::move(parsed);
+                    }
+                    finish();
+                },
+                node_.tls_.admin_dial);
         }
     }
     finish();

@@ -287,8 +287,12 @@ void parse_small_sections(const toml::table& root, Config& c, const std::string&
     c.slow_fsync_ms = get_int<std::uint32_t>(log, "slow_fsync_ms", c.slow_fsync_ms, 0, 3'600'000,
                                              "log", source);
     const auto& admin = section_of(root, "admin", source);
-    check_keys(admin, "admin", {"listen"}, source);
+    check_keys(admin, "admin", {"listen", "tls"}, source);
     c.admin_listen = get_str(admin, "listen", "", "admin", source);
+    const std::string admin_tls = get_str(admin, "tls", "off", "admin", source);
+    if (admin_tls != "off" && admin_tls != "on")
+        fail(source, "[admin] tls must be \"off\" or \"on\", not \"" + admin_tls + "\"");
+    c.admin_tls = admin_tls == "on";
     const auto& shard = section_of(root, "shard", source);
     check_keys(shard, "shard", {"name", "map_file"}, source);
     c.shard_name = get_str(shard, "name", "", "shard", source);
@@ -380,6 +384,10 @@ void parse_tls(const toml::table& t, Config& c, const std::string& source) {
                          std::string(tls.client_tls() ? "the client listener" : "peer links"));
     if (need_files && (tls.peer_tls() || tls.clients == "mutual") && tls.ca_file.empty())
         fail(source, "[tls] needs ca_file to verify the other side's certificates");
+    if (c.admin_tls && (tls.cert_file.empty() || tls.key_file.empty() || tls.ca_file.empty()))
+        fail(source,
+             "[admin] tls = \"on\" needs [tls] cert_file and key_file (what the admin serves "
+             "with) and ca_file (how /cluster verifies the other members)");
     if (clustered && tls.peers == "off")
         c.warnings.push_back(
             "[tls] peers = \"off\": peer links are plaintext, and every replicated entry (tokens "

@@ -90,6 +90,9 @@ struct Config {
     std::string log_format = "text";    // [log] format: "text" | "json"
     std::uint32_t slow_fsync_ms = 200;  // [log] a synced write slower than this is logged
     std::string admin_listen;           // [admin] listen: host:port of HTTP admin; empty: off
+    // [admin] tls = "on": HTTPS with [tls] cert_file and key_file, and /cluster asks the other
+    // members over HTTPS, verifying them with [tls] ca_file.
+    bool admin_tls = false;
     TlsConfig tls;
     // [shard] (docs/sharding.md): the shard this node's Raft group serves, and the shard
     // map file (relative paths are relative to the config file; load_config_file resolves

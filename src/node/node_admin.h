@@ -25,6 +25,8 @@ class NodeAdmin {
     // Listens on [admin] listen, if set; a message when it cannot.
     std::optional<std::string> start();
     void stop();
+    // HTTPS for new connections with this context; null: plain HTTP (SIGHUP's reload).
+    void set_tls(std::shared_ptr<const net::TlsContext> ctx);
     std::uint16_t port() const { return http_ ? http_->port() : 0; }
 
     // Called on every tick: leader changes, elections, the ack history.

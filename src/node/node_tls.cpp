@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "node/node.h"
+#include "node/node_admin.h"
 
 namespace dueq::node {
 
@@ -20,7 +21,7 @@ std::int64_t days_left(std::int64_t not_after_ms) {
 }  // namespace
 
 std::int64_t NodeTls::not_after_ms() const {
-    for (const auto* c : {&peer_accept, &clients})
+    for (const auto* c : {&peer_accept, &clients, &admin})
         if (*c) return (*c)->not_after_ms();
     return 0;
 }
@@ -44,12 +45,19 @@ std::string load_node_tls(const Config& config, NodeTls& out) {
             net::TlsContext::make(net::TlsRole::client, files, net::PeerCert::none, error);
         if (!made.peer_dial) return "[tls] for peers: " + error;
     }
+    if (config.admin_tls) {
+        made.admin = net::TlsContext::make(net::TlsRole::server, files, net::PeerCert::none, error);
+        if (!made.admin) return "[admin] tls: " + error;
+        made.admin_dial =
+            net::TlsContext::make(net::TlsRole::client, files, net::PeerCert::none, error);
+        if (!made.admin_dial) return "[admin] tls: " + error;
+    }
     out = std::move(made);
     return "";
 }
 
 std::string Node::reload_tls() {
-    if (!config_.tls.client_tls() && !config_.tls.peer_tls()) return "";
+    if (!config_.tls.client_tls() && !config_.tls.peer_tls() && !config_.admin_tls) return "";
     NodeTls next;
     if (auto err = load_node_tls(config_, next); !err.empty()) {
         spdlog::warn("TLS reload refused: {}; the old certificates stay in use", err);
@@ -58,7 +66,10 @@ std::string Node::reload_tls() {
     tls_ = std::move(next);
     if (server_) server_->set_tls(tls_.clients);
     if (raft_io_) raft_io_->set_peer_tls({tls_.peer_accept, tls_.peer_dial, {}});
-    const auto* any = tls_.peer_accept ? tls_.peer_accept.get() : tls_.clients.get();
+    admin_->set_tls(tls_.admin);
+    const auto* any = tls_.peer_accept ? tls_.peer_accept.get()
+                      : tls_.clients   ? tls_.clients.get()
+                                       : tls_.admin.get();
     spdlog::info("TLS files reloaded: {} (expires in {} days); new connections use them",
                  any ? any->subject() : "", any ? days_left(any->not_after_ms()) : 0);
     return "";

@@ -15,6 +15,8 @@ struct NodeTls {
     std::shared_ptr<const net::TlsContext> clients;      // the client listener; null: plaintext
     std::shared_ptr<const net::TlsContext> peer_accept;  // accepted peer links; null: plaintext
     std::shared_ptr<const net::TlsContext> peer_dial;    // dialed peer links
+    std::shared_ptr<const net::TlsContext> admin;        // the HTTPS admin; null: plain HTTP
+    std::shared_ptr<const net::TlsContext> admin_dial;   // /cluster asking the other members
     // This node's certificate's notAfter (ms since the epoch); 0 without one.
     std::int64_t not_after_ms() const;
 };

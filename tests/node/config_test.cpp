@@ -202,3 +202,15 @@ TEST_CASE("[tls]: peer links are TLS unless the file says \"off\", and the files
     // A standalone node has no peer links: nothing to say.
     CHECK(parse_config("[node]\nid = \"n1\"\n", "t").tls.peers.empty());
 }
+
+TEST_CASE("[admin] tls: HTTPS with the [tls] files, all three required") {
+    CHECK_FALSE(parse_config("[node]\nid = \"n1\"\n", "t").admin_tls);
+    const std::string files =
+        "[tls]\nca_file = \"ca.pem\"\ncert_file = \"n1.pem\"\nkey_file = \"n1.key\"\n";
+    CHECK(parse_config("[admin]\nlisten = \"127.0.0.1:1\"\ntls = \"on\"\n" + files, "t").admin_tls);
+    CHECK(error_of("[admin]\ntls = \"yes\"\n").find("[admin] tls") != std::string::npos);
+    // Without a CA, /cluster could not verify the other members.
+    CHECK(error_of("[admin]\ntls = \"on\"\n[tls]\ncert_file = \"a\"\nkey_file = \"b\"\n")
+              .find("ca_file") != std::string::npos);
+    CHECK(error_of("[admin]\ntls = \"on\"\n").find("cert_file and key_file") != std::string::npos);
+}

@@ -130,8 +130,10 @@ class Cluster:
         self.log = log
         self.client_port = {n: free_port() for n in self.all_ids}
         self.peer_port = {n: free_port() for n in self.all_ids}
-        # admin: every node serves HTTP admin (docs/admin.md) on its own loopback port.
+        # admin: every node serves HTTP admin (docs/admin.md) on its own loopback port;
+        # "https": over TLS, with the node's certificate (needs tls=True).
         self.admin_port = {n: free_port() for n in self.all_ids} if admin else {}
+        self.admin_https = admin == "https"
         self.procs = {}      # node id -> Popen (None when down)
         self.paused = set()
         self.proxy = None
@@ -249,6 +251,8 @@ class Cluster:
             f'client = "127.0.0.1:{self.client_port[m]}"{admin.get(m, "")} }}' for m in listed)
         admin_section = (f'\n[admin]\nlisten = "127.0.0.1:{self.admin_port[n]}"\n'
                          if self.admin_port else "")
+        if self.admin_https:
+            admin_section += 'tls = "on"\n'
         shard_section = (f'\n[shard]\nname = "{self.shard[0]}"\nmap_file = "{self.shard[1]}"\n'
                          if self.shard else "")
         dial = ", ".join(f'{m} = "127.0.0.1:{self.link_port[f"{n}-{m}"]}"'
