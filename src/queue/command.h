@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/millis.h"
+#include "shard/bucket_moves.h"
 #include "wire/error_code.h"
 
 namespace dueq::queue {
@@ -124,8 +125,23 @@ struct Merge {
 // command would carry the store's time past them (every replica then moves together).
 struct Advance {};
 
+// A record of a bucket's task as the source shard's store holds it (Store::bucket_records):
+// a task, lease and all, or a deleted key's tombstone; encoded as in a snapshot.
+struct MovedRecord {
+    std::string queue, key, record;
+    bool operator==(const MovedRecord&) const = default;
+};
+
+// One step of a bucket's move between shards (shard/bucket_moves.h, docs/sharding.md
+// "Moving buckets"), in the log of the shard that takes it.
+struct MoveBucket {
+    shard::MoveCommand step;
+    std::uint32_t bucket_count = 1;    // the deployment's: which keys are the bucket's
+    std::vector<MovedRecord> records;  // a chunk's
+};
+
 using Command = std::variant<Declare, Put, Delete, Take, Touch, Ack, Release, Bury, Kick,
-                             ReleaseSession, Advance, Merge>;
+                             ReleaseSession, Advance, Merge, MoveBucket>;
 
 // A task as handed to a client by take.
 struct TakenTask {
@@ -157,6 +173,7 @@ struct Result {
     QueueSettings settings;                   // declare
     MergeOutcome merge = MergeOutcome::none;  // merge
     bool both_sides_wrote = false;            // merge: the key was written on both sides of the cut
+    shard::MoveOutcome move = shard::MoveOutcome::applied;  // move_bucket (code ok unless refused)
     static Result error(Code c, std::string msg) {
         Result r;
         r.code = c;

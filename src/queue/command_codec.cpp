@@ -14,6 +14,8 @@
 //  10 ReleaseSession session
 //  11 Advance        (no fields)
 //  12 Merge          queue, key, task (bin, nil = deleted), hlc, base_hlc, origin
+//  13 MoveBucket     step, bucket, gen, peer, chunk, last, bucket_count, records (bin:
+//                    [queue (str), key (bin), record (bin)] arrays one after another)
 //
 // Tags are stable forever. A new field goes at the end of its command, and decode keeps
 // reading entries written before it (field_count_before); anything else needs a new
@@ -45,11 +47,12 @@ constexpr std::uint64_t tag_of() {
     if constexpr (is_same_v<T, ReleaseSession>) return 10;
     if constexpr (is_same_v<T, Advance>) return 11;
     if constexpr (is_same_v<T, Merge>) return 12;
+    if constexpr (is_same_v<T, MoveBucket>) return 13;
 }
 
 // Number of fields after [format, tag].
 constexpr std::uint32_t field_count(std::uint64_t tag) {
-    constexpr std::uint32_t counts[] = {0, 7, 5, 2, 5, 4, 5, 4, 3, 3, 1, 0, 6};
+    constexpr std::uint32_t counts[] = {0, 7, 5, 2, 5, 4, 5, 4, 3, 3, 1, 0, 6, 8};
     return tag < std::size(counts) ? counts[tag] : 0;
 }
 // The field count of entries written before the last field was added (Declare had no
@@ -60,7 +63,7 @@ constexpr std::uint32_t field_count_before(std::uint64_t tag) {
     return tag == 1 ? 6 : tag == 9 ? 2 : field_count(tag);
 }
 constexpr bool known_tag(std::uint64_t tag) {
-    return tag >= 1 && tag <= 12;
+    return tag >= 1 && tag <= 13;
 }
 
 void pack_fields(Packer& p, const Declare& c) {
@@ -140,6 +143,27 @@ void pack_fields(Packer& p, const Merge& c) {
     p.pack(c.origin);
 }
 
+// A chunk's records as one bin, so that the command's own array stays small and shallow.
+void pack_fields(Packer& p, const MoveBucket& c) {
+    p.pack(static_cast<std::uint64_t>(c.step.step));
+    p.pack(c.step.bucket);
+    p.pack(c.step.gen);
+    detail::pack_text(p, c.step.peer);
+    p.pack(c.step.chunk);
+    p.pack(c.step.last);
+    p.pack(c.bucket_count);
+    std::string records;
+    StringSink sink{records};
+    Packer rp(sink);
+    for (const MovedRecord& r : c.records) {
+        rp.pack_array(3);
+        detail::pack_text(rp, r.queue);
+        detail::pack_bytes(rp, r.key);
+        detail::pack_bytes(rp, r.record);
+    }
+    detail::pack_bytes(p, records);
+}
+
 using detail::read_bool;
 using detail::read_double;
 using detail::read_int;
@@ -207,6 +231,41 @@ bool read_fields(const msgpack::object* f, Merge& c) {
     return read_string(f[0], &c.queue) && read_string(f[1], &c.key) &&
            read_optional(f[2], &c.task, read_payload) && read_uint_as(f[3], &c.hlc) &&
            read_uint_as(f[4], &c.base_hlc) && read_uint_as(f[5], &c.origin);
+}
+bool read_records(std::string_view bytes, std::vector<MovedRecord>* out) {
+    const msgpack::unpack_limit limit(
+        /*array=*/3, /*map=*/0, /*str=*/limits::kRecordKeyBytes,
+        /*bin=*/limits::kRecordPayloadBytes + limits::kRecordTaskBytes,
+        /*ext=*/0, /*depth=*/1);
+    std::size_t at = 0;
+    while (at < bytes.size()) {
+        msgpack::object_handle oh;
+        try {
+            msgpack::unpack(oh, bytes.data(), bytes.size(), at, nullptr, nullptr, limit);
+        } catch (const std::exception&) {
+            return false;
+        }
+        std::uint32_t n = 0;
+        const msgpack::object* a = detail::array_items(oh.get(), &n);
+        MovedRecord r;
+        if (n != 3 || !read_string(a[0], &r.queue) || !read_string(a[1], &r.key) ||
+            !read_string(a[2], &r.record))
+            return false;
+        out->push_back(std::move(r));
+    }
+    return true;
+}
+bool read_fields(const msgpack::object* f, MoveBucket& c) {
+    std::uint8_t step = 0;
+    std::string records;
+    if (!read_uint_as(f[0], &step) || step > static_cast<std::uint8_t>(shard::MoveStep::forget) ||
+        !read_uint_as(f[1], &c.step.bucket) || !read_uint_as(f[2], &c.step.gen) ||
+        !read_string(f[3], &c.step.peer) || !read_uint_as(f[4], &c.step.chunk) ||
+        !read_bool(f[5], &c.step.last) || !read_uint_as(f[6], &c.bucket_count) ||
+        !read_string(f[7], &records))
+        return false;
+    c.step.step = static_cast<shard::MoveStep>(step);
+    return read_records(records, &c.records);
 }
 // Commands that never gained a field read the same whatever the count (checked by the
 // caller).

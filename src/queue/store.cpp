@@ -122,6 +122,20 @@ const std::string& Store::membership() const {
     return impl_->membership;
 }
 
+const shard::BucketMoves& Store::bucket_moves() const {
+    return impl_->moves;
+}
+
+std::uint32_t Store::move_bucket_count() const {
+    return impl_->move_bucket_count;
+}
+
+void Store::bucket_records(
+    std::uint32_t bucket, std::uint32_t bucket_count,
+    const std::function<void(std::string_view, std::string_view, std::string_view)>& fn) const {
+    detail::for_each_bucket_record(*impl_, bucket, bucket_count, fn);
+}
+
 void Store::set_membership(std::string encoded) {
     impl_->membership = std::move(encoded);
 }

@@ -253,6 +253,15 @@ class Store {
     // (raft::encode_membership; empty: none applied). Kept with the store-wide state.
     const std::string& membership() const;
     void set_membership(std::string encoded);
+    // The buckets this shard sends or receives (MoveBucket commands), and the deployment's
+    // bucket count they are of (0 before the first move).
+    const shard::BucketMoves& bucket_moves() const;
+    std::uint32_t move_bucket_count() const;
+    // Every task and tombstone of `bucket` (of `bucket_count`), encoded as a snapshot holds
+    // them: what a move's chunks carry (MovedRecord).
+    void bucket_records(std::uint32_t bucket, std::uint32_t bucket_count,
+                        const std::function<void(std::string_view queue, std::string_view key,
+                                                 std::string_view record)>& fn) const;
     // Every task, encoded (for a snapshot of the whole store).
     // A Loader (store_loader.h) rebuilds a store from encode_meta() and the encoded tasks
     // drain_changes() or for_each_task() produced.

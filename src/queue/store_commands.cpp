@@ -47,6 +47,7 @@ class Applier {
     Result operator()(const ReleaseSession& c);
     Result operator()(const Advance&) { return Result{}; }
     Result operator()(const Merge& c);
+    Result operator()(const MoveBucket& c) { return detail::apply_move(s_, c, now_); }
 
   private:
     std::optional<Result> check_queue(const std::string& q) const;

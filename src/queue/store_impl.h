@@ -159,6 +159,11 @@ struct StoreState {
     // the Raft layer; the store only keeps it): persisted in meta, so that it travels with
     // the applied state, in snapshots too.
     std::string membership;
+    // The buckets this shard sends or receives (docs/sharding.md, "Moving buckets"), and the
+    // deployment's bucket count they are of (0 until the first move step): persisted in
+    // meta, so that they travel with the applied state, in snapshots too.
+    shard::BucketMoves moves;
+    std::uint32_t move_bucket_count = 0;
 
     std::map<std::string, std::unique_ptr<Queue>, std::less<>> queues_by_name;
     std::vector<Queue*> queues;  // by id; ids are local (not persisted)
@@ -288,6 +293,12 @@ struct StoreState {
 
 // Runs one command at `now`, a time advance() has reached (store_commands.cpp).
 Result apply_command(StoreState& s, const Command& cmd, Millis now);
+// A step of a bucket's move (store_moves.cpp).
+Result apply_move(StoreState& s, const MoveBucket& c, Millis now);
+// Every task and tombstone of `bucket` (of `bucket_count`), as a snapshot holds them.
+void for_each_bucket_record(const StoreState& s, std::uint32_t bucket, std::uint32_t bucket_count,
+                            const std::function<void(std::string_view queue, std::string_view key,
+                                                     std::string_view record)>& fn);
 
 }  // namespace dueq::queue::detail
 

@@ -98,6 +98,8 @@ bool StoreState::load_meta(std::string_view encoded) {
     next_lease = std::max(next_lease, m->next_lease);
     declared_defaults = m->defaults;
     membership = std::move(m->membership);
+    move_bucket_count = m->move_bucket_count;
+    moves.reset(std::move(m->moves));
     for (Queue* q : queues)
         recompute_settings(*q);
     for (auto& dq : m->queues) {

@@ -28,9 +28,13 @@ constexpr std::uint64_t kTombstoneFormat = 2;
 constexpr std::uint64_t kMetaFormat = 1;
 constexpr std::uint64_t kOverlayFormat = 1;
 
+// The move table's bin in meta: kMaxBuckets entries with shard names, with room to spare.
+constexpr std::size_t kMoveTableBytes = 16u << 20;
+
 msgpack::unpack_limit meta_limits() {
+    // The bin may be the move table: up to kMaxBuckets entries of a few bytes each.
     return msgpack::unpack_limit(/*array=*/kMaxQueues + 1, /*map=*/0,
-                                 /*str=*/kMaxKeyBytes, /*bin=*/kMaxKeyBytes,
+                                 /*str=*/kMaxKeyBytes, /*bin=*/kMoveTableBytes,
                                  /*ext=*/0, /*depth=*/4);
 }
 
@@ -148,11 +152,69 @@ std::string encode_tombstone(const Tombstone& t) {
     return out;
 }
 
+namespace {
+
+// The move table: [bucket_count] then [bucket, phase, peer (str), gen, next_chunk] per
+// bucket, one msgpack value after another in one bin.
+std::string encode_moves(const StoreState& s) {
+    std::string out;
+    if (s.move_bucket_count == 0) return out;
+    StringSink sink{out};
+    Packer p(sink);
+    p.pack(s.move_bucket_count);
+    for (const auto& [bucket, st] : s.moves.states()) {
+        p.pack_array(5);
+        p.pack(bucket);
+        p.pack(static_cast<std::uint64_t>(st.phase));
+        pack_text(p, st.peer);
+        p.pack(st.gen);
+        p.pack(st.next_chunk);
+    }
+    return out;
+}
+
+bool decode_moves(std::string_view bytes, DecodedMeta* m) {
+    const msgpack::unpack_limit limit(/*array=*/5, /*map=*/0, /*str=*/kMaxKeyBytes, /*bin=*/0,
+                                      /*ext=*/0, /*depth=*/1);
+    std::size_t at = 0;
+    bool first = true;
+    while (at < bytes.size()) {
+        msgpack::object_handle oh;
+        try {
+            msgpack::unpack(oh, bytes.data(), bytes.size(), at, nullptr, nullptr, limit);
+        } catch (const std::exception&) {
+            return false;
+        }
+        if (first) {
+            first = false;
+            std::uint64_t count = 0;
+            if (!read_uint(oh.get(), 65536, &count) || count == 0) return false;
+            m->move_bucket_count = std::uint32_t(count);
+            continue;
+        }
+        std::uint32_t n = 0;
+        const msgpack::object* a = array_items(oh.get(), &n);
+        std::uint64_t bucket = 0, phase = 0, gen = 0, next = 0;
+        std::string_view peer;
+        if (n != 5 || !read_uint(a[0], m->move_bucket_count - 1, &bucket) ||
+            !read_uint(a[1], std::uint64_t(shard::BucketPhase::dropped), &phase) ||
+            !read_bytes(a[2], &peer) || !read_uint(a[3], UINT64_MAX, &gen) ||
+            !read_uint(a[4], UINT32_MAX, &next))
+            return false;
+        m->moves[std::uint32_t(bucket)] = {static_cast<shard::BucketPhase>(phase),
+                                           std::string(peer), gen, std::uint32_t(next)};
+    }
+    return true;
+}
+
+}  // namespace
+
 std::string encode_meta(const StoreState& s) {
     std::string out;
     StringSink sink{out};
     Packer p(sink);
-    p.pack_array(6);
+    const std::string moves = encode_moves(s);
+    p.pack_array(moves.empty() ? 6 : 7);
     p.pack(kMetaFormat);
     p.pack(s.fork ? s.fork->now : s.now);
     p.pack(s.fork ? s.fork->next_lease : s.next_lease);
@@ -170,6 +232,7 @@ std::string encode_meta(const StoreState& s) {
     pack_declared(p, s.declared_defaults);
     pack_optional(p, s.declared_defaults.autonomous);
     pack_bytes(p, s.membership);  // older metas end before it
+    if (!moves.empty()) pack_bytes(p, moves);  // without moves, metas end before it
     return out;
 }
 
@@ -178,7 +241,7 @@ std::optional<DecodedMeta> decode_meta(std::string_view encoded) {
     if (!oh) return std::nullopt;
     std::uint32_t n = 0;
     const msgpack::object* a = array_items(oh->get(), &n);
-    if (n < 4 || n > 6) return std::nullopt;
+    if (n < 4 || n > 7) return std::nullopt;
     std::uint64_t format = 0;
     DecodedMeta m;
     if (!read_uint(a[0], 255, &format) || format != kMetaFormat) return std::nullopt;
@@ -193,6 +256,8 @@ std::optional<DecodedMeta> decode_meta(std::string_view encoded) {
     std::string_view membership;
     if (n >= 6 && !read_bytes(a[5], &membership)) return std::nullopt;
     m.membership = std::string(membership);
+    std::string_view moves;
+    if (n >= 7 && (!read_bytes(a[6], &moves) || !decode_moves(moves, &m))) return std::nullopt;
     return m;
 }
 

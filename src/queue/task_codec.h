@@ -4,6 +4,7 @@
 // and leave it to the store (store_records.cpp) to put them in place.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -44,6 +45,8 @@ struct DecodedMeta {
     std::vector<DecodedQueue> queues;
     DeclaredSettings defaults;
     std::string membership;
+    std::uint32_t move_bucket_count = 0;  // 0: no move table
+    std::map<shard::Bucket, shard::BucketState> moves;
 };
 std::optional<DecodedMeta> decode_meta(std::string_view encoded);
 // While forked, the committed state's values: a fork's are never written as applied

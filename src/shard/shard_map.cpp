@@ -61,21 +61,8 @@ std::vector<std::pair<std::uint32_t, std::uint32_t>> parse_ranges(const toml::no
 
 }  // namespace
 
-std::uint64_t fnv1a64(std::string_view queue, std::string_view key) {
-    constexpr std::uint64_t kPrime = 0x100000001b3ULL;
-    std::uint64_t h = 0xcbf29ce484222325ULL;
-    auto mix = [&](std::string_view bytes) {
-        for (unsigned char c : bytes)
-            h = (h ^ c) * kPrime;
-    };
-    mix(queue);
-    h = (h ^ 0u) * kPrime;
-    mix(key);
-    return h;
-}
-
 std::uint32_t ShardMap::bucket_of(std::string_view queue, std::string_view key) const {
-    return std::uint32_t(fnv1a64(queue, key) % bucket_count);
+    return shard::bucket_of(queue, key, bucket_count);
 }
 
 std::optional<std::size_t> ShardMap::find(std::string_view name) const {

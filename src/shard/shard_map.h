@@ -15,6 +15,8 @@
 #include <string_view>
 #include <vector>
 
+#include "shard/bucket_hash.h"
+
 namespace dueq::shard {
 
 struct MapError : std::runtime_error {
@@ -38,8 +40,6 @@ struct Shard {
     std::uint64_t membership_index = 0;
 };
 
-inline constexpr std::uint32_t kMaxBuckets = 65536;
-
 struct ShardMap {
     std::uint64_t version = 0;
     std::uint32_t bucket_count = 1;
@@ -56,10 +56,6 @@ struct ShardMap {
     // How many buckets shard i owns.
     std::uint32_t bucket_total(std::size_t i) const;
 };
-
-// The bucket hash, fixed by the protocol so that clients in any language route alike:
-// 64-bit FNV-1a over the queue's bytes, one 0x00 byte, then the key's bytes.
-std::uint64_t fnv1a64(std::string_view queue, std::string_view key);
 
 // Parses the map's TOML text; `source` names it in errors. Every bucket must belong to
 // exactly one shard, shard names and member addresses must be unique.

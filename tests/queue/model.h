@@ -390,6 +390,7 @@ class Model {
     Result do_apply(const Advance&) { return Result{}; }
     // Merges are checked against their own reference (merge_test.cpp).
     Result do_apply(const Merge&) { return Result::error(Code::bad_request, "not modeled"); }
+    Result do_apply(const MoveBucket&) { return Result::error(Code::bad_request, "not modeled"); }
 
     Result do_apply(const ReleaseSession& c) {
         for (auto& [name, q] : queues) {

@@ -1,0 +1,168 @@
+// A bucket's move as the task store applies it (src/queue/store_moves.cpp): tasks move
+// whole between two stores, the source's copy goes only with its drop, what storage keeps
+// follows, the move table survives a restart, and a bad step changes nothing.
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <string>
+
+#include "queue/command_codec.h"
+#include "queue/store.h"
+#include "queue/store_loader.h"
+#include "shard/bucket_hash.h"
+
+using namespace dueq::queue;
+using dueq::shard::BucketPhase;
+using dueq::shard::MoveOutcome;
+using dueq::shard::MoveStep;
+
+namespace {
+
+constexpr Millis T0 = 1'700'000'000'000;
+constexpr std::uint32_t kBuckets = 16;
+
+// Keys of queue "q" in bucket `b`, and `n` of them.
+std::vector<std::string> keys_in(std::uint32_t b, int n) {
+    std::vector<std::string> keys;
+    for (int i = 0; int(keys.size()) < n; ++i) {
+        std::string k = "k" + std::to_string(i);
+        if (dueq::shard::bucket_of("q", k, kBuckets) == b) keys.push_back(k);
+    }
+    return keys;
+}
+
+MoveBucket step(MoveStep s, std::uint32_t bucket, dueq::shard::MoveGen gen, std::string peer = "") {
+    MoveBucket m;
+    m.step.step = s;
+    m.step.bucket = bucket;
+    m.step.gen = gen;
+    m.step.peer = std::move(peer);
+    m.bucket_count = kBuckets;
+    return m;
+}
+
+// What storage would hold after every change so far: key -> record (absent: deleted).
+struct Persisted {
+    std::map<std::pair<std::string, std::string>, std::string> records;
+    void drain(Store& s) {
+        s.drain_changes(
+            [&](std::string_view q, std::string_view k, std::optional<std::string>&& e) {
+                if (e)
+                    records[{std::string(q), std::string(k)}] = std::move(*e);
+                else
+                    records.erase({std::string(q), std::string(k)});
+            });
+    }
+};
+
+}  // namespace
+
+TEST_CASE("a bucket's tasks move whole, leases and tombstones included") {
+    Store src, dst;
+    Declare d{"q"};
+    d.ttr_ms = 60'000;
+    d.retention_ms = 600'000;
+    REQUIRE(src.apply(d, T0).ok());
+    REQUIRE(dst.apply(d, T0).ok());
+    const auto keys = keys_in(3, 4);
+    const auto others = keys_in(4, 2);
+    for (const auto& k : keys)
+        REQUIRE(src.apply(Put{"q", k, "\xa1v", T0 - 10}, T0).ok());
+    for (const auto& k : others)
+        REQUIRE(src.apply(Put{"q", k, "\xa1o", T0 + 100'000}, T0).ok());
+    // keys[0] taken (a refresher holds it), keys[1] acked (done, retained), keys[2] deleted
+    // (a tombstone), keys[3] ready.
+    Take t{"q", 2};
+    t.session = 9;
+    const Result taken = src.apply(t, T0 + 1);
+    REQUIRE(taken.tasks.size() == 2);
+    const TakenTask held = taken.tasks[0].key == keys[0] ? taken.tasks[0] : taken.tasks[1];
+    const TakenTask acked = taken.tasks[0].key == keys[0] ? taken.tasks[1] : taken.tasks[0];
+    REQUIRE(src.apply(Ack{"q", acked.key, acked.lease}, T0 + 2).ok());
+    const std::string deleted = held.key == keys[2] || acked.key == keys[2] ? keys[3] : keys[2];
+    REQUIRE(src.apply(Delete{"q", deleted}, T0 + 3).ok());
+
+    REQUIRE(src.apply(step(MoveStep::begin, 3, 1, "b"), T0 + 4).ok());
+    CHECK_FALSE(src.bucket_moves().writable(3));
+    MoveBucket chunk = step(MoveStep::chunk, 3, 1, "a");
+    chunk.step.last = true;
+    src.bucket_records(
+        3, kBuckets, [&](std::string_view q, std::string_view k, std::string_view r) {
+            chunk.records.push_back({std::string(q), std::string(k), std::string(r)});
+        });
+    CHECK(chunk.records.size() == 4);  // three tasks and a tombstone; none of bucket 4
+    // Through the log's encoding, as a replica would apply it.
+    const auto decoded = decode_command(encode_command(chunk));
+    REQUIRE(decoded);
+    REQUIRE(std::get<MoveBucket>(*decoded).records == chunk.records);
+    Persisted dst_disk;
+    const Result r = dst.apply(*decoded, T0 + 5);
+    REQUIRE(r.ok());
+    CHECK(r.move == MoveOutcome::applied);
+    CHECK(dst.bucket_moves().find(3)->phase == BucketPhase::received);
+    dst_disk.drain(dst);
+    CHECK(dst_disk.records.size() == 4);
+    for (const auto& k : keys) {
+        const auto a = src.get("q", k), b = dst.get("q", k);
+        REQUIRE(a.has_value() == b.has_value());
+        if (!a) continue;
+        CHECK(b->status == a->status);
+        CHECK(b->payload == a->payload);
+        CHECK(b->time == a->time);
+        CHECK(b->attempts == a->attempts);
+        CHECK(b->version == a->version);
+        CHECK(b->hlc == a->hlc);
+        CHECK(b->lease == a->lease);
+        CHECK(b->lease_until == a->lease_until);
+        CHECK(b->done_until == a->done_until);
+    }
+    CHECK_FALSE(dst.get("q", deleted));
+    for (const auto& k : others)
+        CHECK_FALSE(dst.get("q", k));
+
+    REQUIRE(src.apply(step(MoveStep::sent, 3, 1), T0 + 6).ok());
+    REQUIRE(dst.apply(step(MoveStep::activate, 3, 1), T0 + 7).ok());
+    // The refresher's ack works where the bucket now is.
+    CHECK(dst.apply(Ack{"q", held.key, held.lease, std::string("\xa1n"), T0 + 3'600'000}, T0 + 8)
+              .ok());
+    CHECK(dst.get("q", held.key)->payload == "\xa1n");
+    // The source's copy goes with its drop, and storage is told: only bucket 4 stays.
+    Persisted src_disk;
+    src_disk.drain(src);
+    REQUIRE(src.apply(step(MoveStep::drop, 3, 1), T0 + 9).ok());
+    src_disk.drain(src);
+    for (const auto& k : keys)
+        CHECK_FALSE(src.get("q", k));
+    CHECK(src_disk.records.size() == others.size());
+    for (const auto& k : others)
+        CHECK(src.get("q", k));
+    CHECK(src.bucket_moves().find(3)->phase == BucketPhase::gone);
+}
+
+TEST_CASE("the move table survives a restart, and bad steps change nothing") {
+    Store s;
+    REQUIRE(s.apply(Put{"q", keys_in(5, 1)[0], "\xa1v", T0}, T0).ok());
+    REQUIRE(s.apply(step(MoveStep::begin, 5, 1, "c"), T0).ok());
+    const std::string meta = s.encode_meta();
+    Store again;
+    REQUIRE(Store::Loader(again).meta(meta));
+    REQUIRE(again.bucket_moves().find(5) != nullptr);
+    CHECK(*again.bucket_moves().find(5) == *s.bucket_moves().find(5));
+    CHECK(again.move_bucket_count() == kBuckets);
+
+    // Refused steps: out of order, another bucket count, a record of another bucket, a
+    // record that does not decode. None changes the store.
+    Result r = s.apply(step(MoveStep::drop, 5, 1), T0);
+    CHECK(r.code == Code::bad_request);
+    CHECK(r.move == MoveOutcome::refused);
+    MoveBucket other_count = step(MoveStep::sent, 5, 1);
+    other_count.bucket_count = 32;
+    CHECK(s.apply(other_count, T0).code == Code::bad_request);
+    MoveBucket foreign = step(MoveStep::chunk, 6, 1, "a");
+    foreign.records.push_back({"q", keys_in(7, 1)[0], "x"});
+    CHECK(s.apply(foreign, T0).code == Code::bad_request);
+    foreign.records = {{"q", keys_in(6, 1)[0], "not a record"}};
+    CHECK(s.apply(foreign, T0).code == Code::bad_request);
+    CHECK(s.bucket_moves().find(6) == nullptr);
+    CHECK(s.encode_meta() == meta);
+}
