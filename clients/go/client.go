@@ -359,6 +359,11 @@ func (c *Client) do(ctx context.Context, op string, fields map[string]any, extra
 			}
 			c.drop(cn, true)
 			wait()
+		case "moving":
+			// The key's bucket is moving between shards (not applied): the same node
+			// again, backing off, until the deadline.
+			last = e
+			wait()
 		default:
 			return nil, e
 		}

@@ -57,7 +57,7 @@ func (e *Error) Unwrap() error { return e.cause }
 func outcomeOf(code string) Outcome {
 	switch code {
 	case "not_leader", "no_quorum", "unavailable", "unauthorized", "too_large",
-		"bad_request", "wrong_shard", "store_full", "not_found", "exists", "lease_mismatch":
+		"bad_request", "wrong_shard", "store_full", "moving", "not_found", "exists", "lease_mismatch":
 		return NotApplied
 	}
 	return Unknown

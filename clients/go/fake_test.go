@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -236,6 +237,37 @@ func TestRedirects(t *testing.T) {
 	}
 	if n := len(p1.requests()) + len(p2.requests()); n > 2*(maxRedirects+1)+1 {
 		t.Fatalf("%d requests for one put", n)
+	}
+}
+
+// moving (a bucket between shards) is retried on the same node until it is served, and is
+// the answer, not applied, when the deadline comes first.
+func TestMovingIsRetriedOnTheSameNode(t *testing.T) {
+	var refusals atomic.Int32
+	refusals.Store(3)
+	node := newFake(t, func(_ int, req map[string]any) any {
+		if req["op"] == "hello" {
+			return map[string]any{}
+		}
+		if refusals.Add(-1) >= 0 {
+			return map[string]any{"ok": false, "error": map[string]any{"code": "moving", "message": "bucket 3 is sending"}}
+		}
+		return map[string]any{"version": 7}
+	})
+	other := newFake(t, func(_ int, req map[string]any) any { return notLeader("") })
+	cl := quick(t, node.addr(), other.addr())
+	if v, err := cl.Put(context.Background(), "q", "k", "x", PutOptions{}); err != nil || v != 7 {
+		t.Fatalf("put through moving: %v %d", err, v)
+	}
+	if n := len(other.requests()); n != 0 {
+		t.Fatalf("%d requests went to another seed", n)
+	}
+	refusals.Store(1000)
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	_, err := cl.Put(ctx, "q", "k", "x", PutOptions{})
+	if !IsCode(err, "moving") || !IsNotApplied(err) {
+		t.Fatalf("still moving at the deadline: %v", err)
 	}
 }
 

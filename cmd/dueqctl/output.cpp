@@ -69,7 +69,8 @@ int report(const client::Error& error) {
     if (error.code == Code::not_found) return kExitNotFound;
     if (error.code == Code::timeout || error.maybe_applied) return kExitUnknown;
     if (error.code == Code::not_leader || error.code == Code::no_quorum ||
-        error.code == Code::unavailable || error.code == Code::store_full)
+        error.code == Code::unavailable || error.code == Code::store_full ||
+        error.code == Code::moving)
         return kExitNotApplied;
     return kExitRefused;
 }

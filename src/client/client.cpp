@@ -330,6 +330,12 @@ private:
             p->refused = frame.error;
             return redirect(p, conn, named ? frame.error.leader : std::string());
         }
+        // The key's bucket is moving between shards (not applied): the same node again,
+        // backing off, until the deadline; by then one of the two shards serves it.
+        if (!frame.ok && frame.error.code == Code::moving && opts_.max_redirects > 0) {
+            p->refused = frame.error;
+            return retry_later(p, nullptr);
+        }
         finish(p, std::move(frame));
     }
 
@@ -346,13 +352,19 @@ private:
             }
             return dispatch(p);
         }
+        retry_later(p, refused_by);
+    }
+
+    // Sends p again after a backoff; to another node when `leave` is still the active one.
+    void retry_later(const PendingPtr& p, const ConnPtr& leave) {
+        detach(p);
         ++p->retries;
         auto delay = kRedirectBackoffMin * (1 << std::min(p->retries - 1, 5));
         delay = std::min<milliseconds>(delay, kBackoffMax);
         p->retry_timer.expires_after(delay);
-        p->retry_timer.async_wait([this, p, refused_by](const boost::system::error_code& ec) {
+        p->retry_timer.async_wait([this, p, leave](const boost::system::error_code& ec) {
             if (ec || p->done) return;
-            if (active_ == refused_by) retire_active();
+            if (leave && active_ == leave) retire_active();
             dispatch(p);
         });
     }

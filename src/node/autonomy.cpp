@@ -283,6 +283,8 @@ void Autonomy::on_merge_applied(const queue::Merge& m, const queue::Result& r) {
     if (m.origin != settings_.self) return;
     auto it = overlay_.find({m.queue, m.key});
     if (it == overlay_.end() || it->second.hlc != m.hlc) return;  // resent, or written again
+    // Its bucket is moving between shards: it stays, and is sent again after the usual wait.
+    if (r.code == queue::Code::moving) return;
     overlay_.erase(it);
     sent_at_.erase({m.queue, m.key});
     storage::OverlayWrite w;

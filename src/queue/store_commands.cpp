@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "queue/store_impl.h"
+#include "shard/bucket_hash.h"
 
 namespace dueq::queue {
 
@@ -54,6 +55,8 @@ class Applier {
     std::optional<Result> check_key(const std::string& q, const std::string& key) const;
     // While forked (autonomous mode), only the queues that opt in may change.
     std::optional<Result> check_writable(const std::string& q) const;
+    // A key of a bucket that is moving, or has moved, to another shard is not written here.
+    std::optional<Result> check_bucket(const std::string& q, const std::string& key) const;
     // Finds a taken task by key and lease, or says why not.
     Result find_leased(const std::string& queue, const std::string& key, LeaseId lease, Queue** q,
                        Task** t) const;
@@ -86,10 +89,23 @@ std::optional<Result> Applier::check_writable(const std::string& queue) const {
                          "autonomous; not applied");
 }
 
+std::optional<Result> Applier::check_bucket(const std::string& queue,
+                                            const std::string& key) const {
+    if (s_.moves.empty()) return std::nullopt;
+    const std::uint32_t b = shard::bucket_of(queue, key, s_.move_bucket_count);
+    if (s_.moves.writable(b)) return std::nullopt;
+    const shard::BucketState* st = s_.moves.find(b);
+    return Result::error(Code::moving, "bucket " + std::to_string(b) + " is " +
+                                           to_string(st->phase) +
+                                           (st->peer.empty() ? "" : " (shard " + st->peer + ")") +
+                                           "; not applied, retry");
+}
+
 Result Applier::find_leased(const std::string& queue, const std::string& key, LeaseId lease,
                             Queue** q, Task** t) const {
     if (auto r = check_key(queue, key)) return *r;
     if (auto r = check_writable(queue)) return *r;
+    if (auto r = check_bucket(queue, key)) return *r;
     *q = s_.find_queue(queue);
     *t = *q ? s_.table.find((*q)->id, key) : nullptr;
     if (*t == nullptr) return Result::error(Code::not_found, "no such task");
@@ -143,6 +159,7 @@ Result Applier::operator()(const Put& c) {
         return bad("unknown put mode");
     }
     if (auto r = check_writable(c.queue)) return *r;
+    if (auto r = check_bucket(c.queue, c.key)) return *r;
     Queue* q = s_.find_queue(c.queue);
     Task* t = q ? s_.table.find(q->id, c.key) : nullptr;
     if (t != nullptr && c.mode == PutMode::insert) {
@@ -190,6 +207,7 @@ Result Applier::operator()(const Put& c) {
 Result Applier::operator()(const Delete& c) {
     if (auto r = check_key(c.queue, c.key)) return *r;
     if (auto r = check_writable(c.queue)) return *r;
+    if (auto r = check_bucket(c.queue, c.key)) return *r;
     Queue* q = s_.find_queue(c.queue);
     Task* t = q ? s_.table.find(q->id, c.key) : nullptr;
     if (t == nullptr) return Result::error(Code::not_found, "no such task");
@@ -358,14 +376,18 @@ Result Applier::operator()(const Kick& c) {
         ++r.kicked;
     };
     if (c.only_key) {
+        if (auto refused = check_bucket(c.queue, *c.only_key)) return *refused;
         Task* t = q ? s_.table.find(q->id, *c.only_key) : nullptr;
         if (t == nullptr) return Result::error(Code::not_found, "no such task");
         if (t->state() == State::buried) kick(t);  // otherwise nothing to do: kicked 0
         return r;
     }
     if (q == nullptr) return r;
-    while (r.kicked < c.count && !q->buried.empty())
-        kick(&*q->buried.begin());
+    for (auto it = q->buried.begin(); r.kicked < c.count && it != q->buried.end();) {
+        Task* t = &*it;
+        ++it;  // before kick() moves t to another tree
+        if (!s_.hidden_from_take(*q, *t)) kick(t);
+    }
     return r;
 }
 
@@ -405,6 +427,7 @@ bool finished(const Merge& c) {
 // own space, so its holder may still ack it here, and nobody else's lease matches it.
 Result Applier::operator()(const Merge& c) {
     if (auto r = check_key(c.queue, c.key)) return *r;
+    if (auto r = check_bucket(c.queue, c.key)) return *r;  // the merging node sends it again
     Queue* q = s_.find_queue(c.queue);
     Task* t = q ? s_.table.find(q->id, c.key) : nullptr;
     const detail::Tombstone* tomb = q && !t ? s_.tombstone_of(q->id, c.key) : nullptr;

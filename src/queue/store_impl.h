@@ -164,6 +164,9 @@ struct StoreState {
     // meta, so that they travel with the applied state, in snapshots too.
     shard::BucketMoves moves;
     std::uint32_t move_bucket_count = 0;
+    // Whether t's bucket is moving or moved (its tasks are here but not this shard's to hand
+    // out or change): takes and kicks pass over it.
+    bool hidden_from_take(const Queue& q, const Task& t) const;
 
     std::map<std::string, std::unique_ptr<Queue>, std::less<>> queues_by_name;
     std::vector<Queue*> queues;  // by id; ids are local (not persisted)

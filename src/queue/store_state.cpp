@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "queue/store_impl.h"
+#include "shard/bucket_hash.h"
 
 namespace dueq::queue {
 
@@ -197,13 +198,20 @@ Task* detail::StoreState::pick_for_take(Queue& q, Millis at, bool* contested, bo
     *late = false;
     if (q.ready.empty()) return nullptr;
     const Millis horizon = sat_add(at, q.settings.lead_ms);
-    auto first_not_late = q.ready.lower_bound(at, detail::TimeProbe{});
+    // Tasks of a moving bucket are passed over (at most one bucket's worth of them).
+    auto skip_hidden = [&](auto it) {
+        if (moves.hides_tasks())
+            while (it != q.ready.end() && hidden_from_take(q, *it))
+                ++it;
+        return it;
+    };
+    auto first_not_late = skip_hidden(q.ready.lower_bound(at, detail::TimeProbe{}));
     Task* not_late = nullptr;
     if (first_not_late != q.ready.end() && first_not_late->time <= horizon) {
         not_late = &*first_not_late;
     }
-    Task* oldest = &*q.ready.begin();
-    Task* late_task = oldest->time < at ? oldest : nullptr;
+    auto first = skip_hidden(q.ready.begin());
+    Task* late_task = first != q.ready.end() && first->time < at ? &*first : nullptr;
     if (not_late != nullptr && late_task != nullptr) {
         *contested = true;
         *late = q.late_credit + q.late_ppm >= detail::kShareScale;
@@ -211,6 +219,11 @@ Task* detail::StoreState::pick_for_take(Queue& q, Millis at, bool* contested, bo
     }
     *late = late_task != nullptr;
     return not_late != nullptr ? not_late : late_task;
+}
+
+bool detail::StoreState::hidden_from_take(const Queue& q, const Task& t) const {
+    return moves.hides_tasks() &&
+           !moves.writable(shard::bucket_of(q.name, t.key(), move_bucket_count));
 }
 
 // ---------------------------------------------------------------- tombstones

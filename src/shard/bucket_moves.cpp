@@ -117,19 +117,37 @@ MoveGen BucketMoves::next_gen(Bucket b) const {
 }
 
 MoveApplied BucketMoves::apply(const MoveCommand& c) {
+    MoveApplied a = refused("unknown step");
     switch (c.step) {
         case MoveStep::begin:
         case MoveStep::sent:
         case MoveStep::drop:
         case MoveStep::abort:
         case MoveStep::abort_done:
-            return source_step(c);
+            a = source_step(c);
+            break;
         case MoveStep::chunk:
         case MoveStep::activate:
         case MoveStep::forget:
-            return destination_step(c);
+            a = destination_step(c);
+            break;
     }
-    return refused("unknown step");
+    if (a.outcome == MoveOutcome::applied) count_hiding();
+    return a;
+}
+
+void BucketMoves::reset(std::map<Bucket, BucketState> states) {
+    states_ = std::move(states);
+    count_hiding();
+}
+
+// Moves are rare: counting every entry after each step costs nothing that matters.
+void BucketMoves::count_hiding() {
+    hiding_ = 0;
+    for (const auto& [b, s] : states_)
+        if (s.phase == BucketPhase::sending || s.phase == BucketPhase::sent ||
+            s.phase == BucketPhase::receiving || s.phase == BucketPhase::received)
+            ++hiding_;
 }
 
 MoveApplied BucketMoves::source_step(const MoveCommand& c) {

@@ -123,15 +123,20 @@ class BucketMoves {
     // The generation the next move of b from this shard must carry.
     MoveGen next_gen(Bucket b) const;
     bool empty() const { return states_.empty(); }
+    // Whether some bucket's tasks are in this store but hidden from takes (sending, sent,
+    // receiving, received): when not, a take need not look at buckets at all.
+    bool hides_tasks() const { return hiding_ > 0; }
     const std::map<Bucket, BucketState>& states() const { return states_; }
     // Restores a snapshot's table.
-    void reset(std::map<Bucket, BucketState> states) { states_ = std::move(states); }
+    void reset(std::map<Bucket, BucketState> states);
     void plant(MoveDefect defect);
 
   private:
     MoveApplied source_step(const MoveCommand& c);
     MoveApplied destination_step(const MoveCommand& c);
+    void count_hiding();
     std::map<Bucket, BucketState> states_;
+    std::size_t hiding_ = 0;
     MoveDefect planted_ = MoveDefect::none;
 };
 

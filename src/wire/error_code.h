@@ -25,10 +25,11 @@ enum class Code : std::uint8_t {
     internal,
     wrong_shard,  // the key belongs to another shard and the client asked for a redirect
     store_full,   // the write would take the store past its budget ([limits] max_store_bytes)
+    moving,       // the key's bucket is moving between shards: not applied, retry shortly
     unknown,      // client side: a code this version does not know (never sent)
 };
 
-inline constexpr std::array<std::pair<Code, std::string_view>, 15> kCodeNames{{
+inline constexpr std::array<std::pair<Code, std::string_view>, 16> kCodeNames{{
     {Code::ok, "ok"},
     {Code::bad_request, "bad_request"},
     {Code::not_found, "not_found"},
@@ -43,6 +44,7 @@ inline constexpr std::array<std::pair<Code, std::string_view>, 15> kCodeNames{{
     {Code::internal, "internal"},
     {Code::wrong_shard, "wrong_shard"},
     {Code::store_full, "store_full"},
+    {Code::moving, "moving"},
     {Code::unknown, "unknown"},
 }};
 

@@ -296,6 +296,31 @@ TEST_CASE("without a leader named, refusals are retried until the deadline", "[c
     CHECK(count_op(b, "delete") == before + 1);
 }
 
+TEST_CASE("moving is retried on the same node until the bucket is served", "[client]") {
+    std::atomic<int> refusals{3};
+    FakeServer node([&](const FakeServer::ConnPtr&, const Json& req) -> std::optional<Json> {
+        if (auto r = basic_reply(req)) return r;
+        if (refusals-- > 0) return error_reply(req, "moving");
+        return ok_reply(req, {});
+    });
+    FakeServer other([](const FakeServer::ConnPtr&, const Json& req) -> std::optional<Json> {
+        if (auto r = basic_reply(req)) return r;
+        return error_reply(req, "not_leader");
+    });
+    Client client(options_for({node.address(), other.address()}));
+    auto r = client.del({.key = "k"});
+    REQUIRE(r.ok());
+    CHECK(count_op(node, "delete") == 4);
+    CHECK(count_op(other, "delete") == 0);  // the same node, not the next seed
+    // Still moving at the deadline: the last refusal (not applied).
+    refusals = 1000;
+    CallOptions quick;
+    quick.timeout = 600ms;
+    auto late = client.del({.key = "k"}, quick);
+    CHECK(late.code() == Code::moving);
+    CHECK_FALSE(late.error().maybe_applied);
+}
+
 TEST_CASE("a broken connection resends safe ops but not unsafe ones", "[client]") {
     std::atomic<int> gets{0};
     FakeServer* self = nullptr;

@@ -166,3 +166,57 @@ TEST_CASE("the move table survives a restart, and bad steps change nothing") {
     CHECK(s.bucket_moves().find(6) == nullptr);
     CHECK(s.encode_meta() == meta);
 }
+
+TEST_CASE("a moving bucket's keys are not written, and takes pass over its tasks") {
+    Store src, dst;
+    Declare d{"q"};
+    d.ttr_ms = 60'000;
+    for (Store* s : {&src, &dst})
+        REQUIRE(s->apply(d, T0).ok());
+    const auto moving = keys_in(3, 3);
+    const auto staying = keys_in(4, 1);
+    // The moving bucket's tasks are the most overdue: a take would pick them first.
+    for (const auto& k : moving)
+        REQUIRE(src.apply(Put{"q", k, "\xa1v", T0 - 1000}, T0).ok());
+    REQUIRE(src.apply(Put{"q", staying[0], "\xa1v", T0 - 10}, T0).ok());
+    Take one{"q", 1};
+    const Result held = src.apply(one, T0);
+    REQUIRE(held.tasks.size() == 1);
+    REQUIRE(held.tasks[0].key != staying[0]);  // one of bucket 3, held by a refresher
+    Bury b{"q", held.tasks[0].key, held.tasks[0].lease};
+
+    REQUIRE(src.apply(step(MoveStep::begin, 3, 1, "b"), T0 + 1).ok());
+    // Writes of the bucket are refused, not applied; reads still answer.
+    for (const Command& c : {Command(Put{"q", moving[0], "\xa1w"}), Command(Delete{"q", moving[1]}),
+                             Command(Ack{"q", held.tasks[0].key, held.tasks[0].lease}), Command(b),
+                             Command(Touch{"q", held.tasks[0].key, held.tasks[0].lease})}) {
+        const Result r = src.apply(c, T0 + 2);
+        CHECK(r.code == Code::moving);
+        CHECK(r.message.find("bucket 3 is sending (shard b)") != std::string::npos);
+    }
+    CHECK(src.get("q", moving[1]));
+    // A take passes over the bucket's due tasks to the next shard-owned one.
+    Take all{"q", 10};
+    const Result r = src.apply(all, T0 + 3);
+    REQUIRE(r.tasks.size() == 1);
+    CHECK(r.tasks[0].key == staying[0]);
+    // Writes of other buckets go on.
+    CHECK(src.apply(Put{"q", keys_in(5, 1)[0], "\xa1w"}, T0 + 4).ok());
+
+    // The destination holds the copy hidden until it is activated.
+    MoveBucket chunk = step(MoveStep::chunk, 3, 1, "a");
+    chunk.step.last = true;
+    src.bucket_records(
+        3, kBuckets, [&](std::string_view q, std::string_view k, std::string_view rec) {
+            chunk.records.push_back({std::string(q), std::string(k), std::string(rec)});
+        });
+    REQUIRE(dst.apply(chunk, T0 + 5).ok());
+    CHECK(dst.apply(Take{"q", 10}, T0 + 6).tasks.empty());
+    CHECK(dst.apply(Put{"q", moving[0], "\xa1w"}, T0 + 6).code == Code::moving);
+    REQUIRE(src.apply(step(MoveStep::sent, 3, 1), T0 + 7).ok());
+    REQUIRE(dst.apply(step(MoveStep::activate, 3, 1), T0 + 8).ok());
+    CHECK(dst.apply(Take{"q", 10}, T0 + 9).tasks.size() == 2);  // the held one stays held
+    CHECK(dst.apply(Touch{"q", held.tasks[0].key, held.tasks[0].lease}, T0 + 9).ok());
+    // A moved bucket's keys are not written on the source any more.
+    CHECK(src.apply(Put{"q", moving[0], "\xa1w"}, T0 + 10).code == Code::moving);
+}

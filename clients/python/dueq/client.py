@@ -96,6 +96,13 @@ class Client:
                     self._drop(conn)
                 if time.monotonic() < deadline:
                     continue
+            # The key's bucket is moving between shards (not applied): the same node again,
+            # backing off, until the deadline.
+            if code == "moving" and self.max_redirects > 0 and \
+                    time.monotonic() + backoff < deadline:
+                time.sleep(backoff)
+                backoff = min(backoff * 2, 1.0)
+                continue
             raise Error(code, err.get("message", ""), leader)
 
     # ---- connections ----

@@ -4,7 +4,7 @@
 # connection after the request was written) leaves the outcome unknown.
 NOT_APPLIED_CODES = frozenset({
     "bad_request", "not_found", "exists", "lease_mismatch", "not_leader", "no_quorum",
-    "too_large", "unavailable", "unauthorized", "wrong_shard", "store_full",
+    "too_large", "unavailable", "unauthorized", "wrong_shard", "store_full", "moving",
 })
 
 NOT_APPLIED = "not_applied"

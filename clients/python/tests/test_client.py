@@ -123,6 +123,28 @@ class WithoutServer(unittest.TestCase):
             for f in (leader, cut_off, lost):
                 f.close()
 
+    def test_moving_is_retried_on_the_same_node(self):
+        node = FakeNode(refuse={"code": "moving", "message": "bucket 3 is sending"})
+        other = FakeNode(refuse={"code": "not_leader", "message": "a follower"})
+        try:
+            c = dueq.Client([node.address, other.address], call_timeout=0.6, idle_ping=0)
+            with self.assertRaises(dueq.Error) as e:
+                c.put("q", "k", 1)
+            self.assertEqual(e.exception.code, "moving")  # still moving at the deadline
+            self.assertEqual(e.exception.outcome, dueq.NOT_APPLIED)
+            self.assertGreater(node.requests, 2)
+            self.assertEqual(other.requests, 0)  # the same node, not the next seed
+            # The move ends meanwhile: the node's answer comes through.
+            threading.Timer(0.2, lambda: setattr(
+                node, "refuse", {"code": "exists", "message": "served"})).start()
+            with self.assertRaises(dueq.Error) as e:
+                c.put("q", "k", 1, mode="insert")
+            self.assertEqual(e.exception.code, "exists")
+            c.close()
+        finally:
+            for f in (node, other):
+                f.close()
+
     def test_no_node_reachable_is_not_applied(self):
         s = socket.socket()
         s.bind(("127.0.0.1", 0))
