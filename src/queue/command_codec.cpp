@@ -237,23 +237,16 @@ bool read_records(std::string_view bytes, std::vector<MovedRecord>* out) {
         /*array=*/3, /*map=*/0, /*str=*/limits::kRecordKeyBytes,
         /*bin=*/limits::kRecordPayloadBytes + limits::kRecordTaskBytes,
         /*ext=*/0, /*depth=*/1);
-    std::size_t at = 0;
-    while (at < bytes.size()) {
-        msgpack::object_handle oh;
-        try {
-            msgpack::unpack(oh, bytes.data(), bytes.size(), at, nullptr, nullptr, limit);
-        } catch (const std::exception&) {
-            return false;
-        }
+    return detail::for_each_packed(bytes, limit, [&](const msgpack::object& o) {
         std::uint32_t n = 0;
-        const msgpack::object* a = detail::array_items(oh.get(), &n);
+        const msgpack::object* a = detail::array_items(o, &n);
         MovedRecord r;
         if (n != 3 || !read_string(a[0], &r.queue) || !read_string(a[1], &r.key) ||
             !read_string(a[2], &r.record))
             return false;
         out->push_back(std::move(r));
-    }
-    return true;
+        return true;
+    });
 }
 bool read_fields(const msgpack::object* f, MoveBucket& c) {
     std::uint8_t step = 0;

@@ -161,6 +161,23 @@ inline std::optional<msgpack::object> unpack_whole_in(msgpack::zone& zone, std::
 }
 
 // The elements of an array object, or nullptr (and size 0) if it is not an array.
+// Calls fn with each msgpack value of `bytes`, one after another (a list packed into one
+// bin); false when one does not unpack within `limit`, or when fn returns false.
+template <class Fn>
+bool for_each_packed(std::string_view bytes, const msgpack::unpack_limit& limit, Fn fn) {
+    std::size_t at = 0;
+    while (at < bytes.size()) {
+        msgpack::object_handle oh;
+        try {
+            msgpack::unpack(oh, bytes.data(), bytes.size(), at, nullptr, nullptr, limit);
+        } catch (const std::exception&) {
+            return false;
+        }
+        if (!fn(oh.get())) return false;
+    }
+    return true;
+}
+
 inline const msgpack::object* array_items(const msgpack::object& o, std::uint32_t* size) {
     if (o.type != msgpack::type::ARRAY) {
         *size = 0;

@@ -176,24 +176,15 @@ std::string encode_moves(const StoreState& s) {
 bool decode_moves(std::string_view bytes, DecodedMeta* m) {
     const msgpack::unpack_limit limit(/*array=*/5, /*map=*/0, /*str=*/kMaxKeyBytes, /*bin=*/0,
                                       /*ext=*/0, /*depth=*/1);
-    std::size_t at = 0;
-    bool first = true;
-    while (at < bytes.size()) {
-        msgpack::object_handle oh;
-        try {
-            msgpack::unpack(oh, bytes.data(), bytes.size(), at, nullptr, nullptr, limit);
-        } catch (const std::exception&) {
-            return false;
-        }
-        if (first) {
-            first = false;
+    return for_each_packed(bytes, limit, [&](const msgpack::object& o) {
+        if (m->move_bucket_count == 0) {  // the first value: the bucket count
             std::uint64_t count = 0;
-            if (!read_uint(oh.get(), 65536, &count) || count == 0) return false;
+            if (!read_uint(o, 65536, &count) || count == 0) return false;
             m->move_bucket_count = std::uint32_t(count);
-            continue;
+            return true;
         }
         std::uint32_t n = 0;
-        const msgpack::object* a = array_items(oh.get(), &n);
+        const msgpack::object* a = array_items(o, &n);
         std::uint64_t bucket = 0, phase = 0, gen = 0, next = 0;
         std::string_view peer;
         if (n != 5 || !read_uint(a[0], m->move_bucket_count - 1, &bucket) ||
@@ -203,8 +194,8 @@ bool decode_moves(std::string_view bytes, DecodedMeta* m) {
             return false;
         m->moves[std::uint32_t(bucket)] = {static_cast<shard::BucketPhase>(phase),
                                            std::string(peer), gen, std::uint32_t(next)};
-    }
-    return true;
+        return true;
+    });
 }
 
 }  // namespace
