@@ -117,6 +117,7 @@ MoveGen BucketMoves::next_gen(Bucket b) const {
 }
 
 MoveApplied BucketMoves::apply(const MoveCommand& c) {
+    if (c.peer.size() > kMaxShardNameBytes) return refused("the shard name is too long");
     MoveApplied a = refused("unknown step");
     switch (c.step) {
         case MoveStep::begin:

@@ -21,6 +21,7 @@
 // it directly (tests/shard/move_model_test.cpp).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -31,6 +32,8 @@ namespace dueq::shard {
 
 using Bucket = std::uint32_t;
 using MoveGen = std::uint64_t;
+
+inline constexpr std::size_t kMaxShardNameBytes = 64;  // as the shard map allows
 
 enum class BucketPhase : std::uint8_t {
     active,     // this shard serves it (a bucket the map file gives it has no entry at all)

@@ -7,6 +7,8 @@
 #include <set>
 #include <sstream>
 
+#include "shard/bucket_moves.h"
+
 namespace dueq::shard {
 namespace {
 
@@ -109,7 +111,7 @@ ShardMap parse_shard_map(const std::string& text, const std::string& source) {
         shard.name = get_str(st, "name", "[[shards]]", source);
         const std::string where = "shard '" + shard.name + "'";
         check_keys(st, where, {"name", "buckets", "members"}, source);
-        if (shard.name.empty() || shard.name.size() > 64)
+        if (shard.name.empty() || shard.name.size() > kMaxShardNameBytes)
             fail(source, "[[shards]] name must be 1..64 characters");
         if (!names.insert(shard.name).second) fail(source, where + " appears twice");
         auto members = st.get("members");

@@ -504,4 +504,11 @@ TEST_CASE("move steps: generations fence stale ones, repeats change nothing") {
     CHECK(other.apply(k).outcome == MoveOutcome::refused);
     k.gen = 3;
     CHECK(other.apply(k).outcome == MoveOutcome::applied);
+    // A name no shard map allows is refused (it would not fit the table's record).
+    MoveCommand long_name = c;
+    long_name.bucket = 11;
+    long_name.gen = 1;
+    long_name.peer = std::string(kMaxShardNameBytes + 1, 'x');
+    CHECK(other.apply(long_name).outcome == MoveOutcome::refused);
+    CHECK(other.find(11) == nullptr);
 }
