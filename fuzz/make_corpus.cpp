@@ -14,6 +14,7 @@
 #include "net/peer_handshake.h"
 #include "node/snapshot_transfer.h"
 #include "queue/command_codec.h"
+#include "queue/store.h"
 #include "raft/message_codec.h"
 #include "storage/database.h"
 
@@ -82,9 +83,32 @@ void requests() {
 
 // ---------------------------------------------------------------- commands
 
+// A bucket move's begin, and a chunk carrying one task record, as a source shard logs them.
+queue::MoveBucket move_step(shard::MoveStep step, std::string peer, bool with_record) {
+    queue::MoveBucket m;
+    m.step.step = step;
+    m.step.bucket = 872;
+    m.step.gen = 1;
+    m.step.peer = std::move(peer);
+    m.step.last = with_record;
+    m.bucket_count = 1024;
+    // fnv1a64("tokens" 0x00 "token-1") is in bucket 872 of 1024 (docs/sharding.md).
+    if (with_record) {
+        queue::Store s;
+        s.apply(queue::Put{"tokens", "token-1", kPayload, kT0, queue::PutMode::upsert}, kT0);
+        s.bucket_records(872, 1024,
+                         [&](std::string_view q, std::string_view k, std::string_view r) {
+                             m.records.push_back({std::string(q), std::string(k), std::string(r)});
+                         });
+    }
+    return m;
+}
+
 std::map<std::string, queue::Command> commands() {
     using namespace queue;
     return {
+        {"move-begin", move_step(shard::MoveStep::begin, "b", false)},
+        {"move-chunk", move_step(shard::MoveStep::chunk, "a", true)},
         {"declare", Declare{"tokens", 500, 3000, 3'600'000, 5, 0.2}},
         {"declare-empty", Declare{"tokens", {}, {}, {}, {}, {}}},
         {"put", Put{"tokens", "token-0001", kPayload, kT0, PutMode::upsert}},
