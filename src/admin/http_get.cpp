@@ -1,6 +1,5 @@
 #include "admin/http_get.h"
 
-#include <openssl/ssl.h>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
@@ -8,6 +7,8 @@
 #include <memory>
 #include <optional>
 #include <type_traits>
+
+#include "net/asio_tls.h"
 
 namespace dueq::admin {
 
@@ -130,11 +131,7 @@ void http_get(asio::io_context& io, const std::string& address, const std::strin
     if (!tls)
         return start_get(io, std::make_shared<Get<PlainStream>>(io, nullptr, std::move(done)),
                          address, path, deadline);
-    // Asio's context frees the SSL_CTX it wraps: it gets a reference of its own.
-    SSL_CTX_up_ref(tls->native());
-    start_get(io,
-              std::make_shared<Get<TlsStream>>(
-                  io, std::make_shared<asio::ssl::context>(tls->native()), std::move(done)),
+    start_get(io, std::make_shared<Get<TlsStream>>(io, net::asio_context(*tls), std::move(done)),
               address, path, deadline);
 }
 

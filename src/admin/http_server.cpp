@@ -1,6 +1,5 @@
 #include "admin/http_server.h"
 
-#include <openssl/ssl.h>
 #include <spdlog/spdlog.h>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -11,6 +10,7 @@
 #include <optional>
 #include <type_traits>
 
+#include "net/asio_tls.h"
 #include "net/server.h"
 
 namespace dueq::admin {
@@ -203,9 +203,7 @@ void HttpServer::set_tls(std::shared_ptr<const net::TlsContext> ctx) {
         tls_.reset();
         return;
     }
-    // Asio's context frees the SSL_CTX it wraps: it gets a reference of its own.
-    SSL_CTX_up_ref(ctx->native());
-    tls_ = std::make_shared<asio::ssl::context>(ctx->native());
+    tls_ = net::asio_context(*ctx);
 }
 
 void HttpServer::accept() {

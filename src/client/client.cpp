@@ -16,9 +16,9 @@
 
 #include <boost/asio.hpp>
 #include <boost/asio/ssl.hpp>
-#include <openssl/ssl.h>
 
 #include "client/codec.h"
+#include "net/asio_tls.h"
 #include "net/tls.h"
 
 namespace dueq::client {
@@ -137,9 +137,7 @@ public:
             if (!ctx) {
                 config_error_ = "TLS: " + error;
             } else {
-                // Asio's context frees the SSL_CTX it wraps: it gets a reference of its own.
-                SSL_CTX_up_ref(ctx->native());
-                ssl_ctx_ = std::make_unique<asio::ssl::context>(ctx->native());
+                ssl_ctx_ = net::asio_context(*ctx);
             }
         }
         thread_ = std::thread([this] { io_.run(); });
@@ -664,7 +662,7 @@ private:
     }
 
     ClientOptions opts_;
-    std::unique_ptr<asio::ssl::context> ssl_ctx_;  // ClientOptions::tls, when enabled
+    std::shared_ptr<asio::ssl::context> ssl_ctx_;  // ClientOptions::tls, when enabled
     std::vector<std::string> seeds_;
     std::string config_error_;
     asio::io_context io_;

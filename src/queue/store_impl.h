@@ -280,6 +280,22 @@ struct StoreState {
                                                 std::optional<std::string>&& encoded)>& fn);
     void for_each_task(const std::function<void(std::string_view queue, std::string_view key,
                                                 std::string_view encoded_task)>& fn) const;
+    // Calls fn(queue, task) for every task in every queue's trees, nothing encoded.
+    template <class Fn>
+    void visit_tasks(Fn&& fn) const {
+        for (const auto& [name, q] : queues_by_name) {
+            const Queue& queue = *q;
+            auto each = [&](const auto& tree) {
+                for (const Task& t : tree)
+                    fn(queue, t);
+            };
+            each(queue.ready);
+            each(queue.delayed);
+            each(queue.taken);
+            each(queue.buried);
+            each(queue.done);
+        }
+    }
 
     // ---- the fork (autonomous mode; store_records.cpp) ----
     bool start_fork(LeaseId lease_base);

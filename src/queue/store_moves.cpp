@@ -16,18 +16,10 @@ namespace {
 // deletes its record.
 void clear_bucket(detail::StoreState& s, std::uint32_t bucket, std::uint32_t count) {
     std::vector<std::pair<detail::Queue*, std::string>> tasks;
-    for (const auto& [name, q] : s.queues_by_name) {
-        auto each = [&](const auto& tree) {
-            for (const detail::Task& t : tree)
-                if (shard::bucket_of(name, t.key(), count) == bucket)
-                    tasks.emplace_back(q.get(), std::string(t.key()));
-        };
-        each(q->ready);
-        each(q->delayed);
-        each(q->taken);
-        each(q->buried);
-        each(q->done);
-    }
+    s.visit_tasks([&](const detail::Queue& q, const detail::Task& t) {
+        if (shard::bucket_of(q.name, t.key(), count) == bucket)
+            tasks.emplace_back(s.queues[q.id], std::string(t.key()));
+    });
     for (auto& [q, key] : tasks) {
         s.remove_task(*q, s.table.find(q->id, key), true);
         s.update_calendar(*q);
@@ -115,12 +107,20 @@ Result detail::apply_move(StoreState& s, const MoveBucket& c, Millis now) {
     return r;
 }
 
+// Only the bucket's tasks are encoded: the filter runs on the keys first.
 void detail::for_each_bucket_record(
     const StoreState& s, std::uint32_t bucket, std::uint32_t count,
     const std::function<void(std::string_view, std::string_view, std::string_view)>& fn) {
-    s.for_each_task([&](std::string_view queue, std::string_view key, std::string_view record) {
-        if (shard::bucket_of(queue, key, count) == bucket) fn(queue, key, record);
+    s.visit_tasks([&](const Queue& q, const Task& t) {
+        if (shard::bucket_of(q.name, t.key(), count) == bucket)
+            fn(q.name, t.key(), s.encode_task(t));
     });
+    for (const auto& [qk, tomb] : s.tombstones) {
+        const std::string& queue = s.queues[qk.first]->name;
+        if (shard::bucket_of(queue, qk.second, count) == bucket &&
+            s.table.find(qk.first, qk.second) == nullptr)
+            fn(queue, qk.second, encode_tombstone(tomb));
+    }
 }
 
 }  // namespace dueq::queue

@@ -156,19 +156,7 @@ void StoreState::drain_changes(
 void StoreState::for_each_task(
     const std::function<void(std::string_view queue, std::string_view key,
                              std::string_view encoded_task)>& fn) const {
-    for (const auto& [queue_name, q] : queues_by_name) {
-        // A structured binding is not captured by name before clang 16 (clang-tidy 14).
-        const std::string& name = queue_name;
-        auto each = [&](const auto& tree) {
-            for (const Task& t : tree)
-                fn(name, t.key(), encode_task(t));
-        };
-        each(q->ready);
-        each(q->delayed);
-        each(q->taken);
-        each(q->buried);
-        each(q->done);
-    }
+    visit_tasks([&](const Queue& q, const Task& t) { fn(q.name, t.key(), encode_task(t)); });
     for (const auto& [qk, tomb] : tombstones)
         if (table.find(qk.first, qk.second) == nullptr)  // a fork may have re-created it
             fn(queues[qk.first]->name, qk.second, encode_tombstone(tomb));

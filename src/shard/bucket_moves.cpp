@@ -14,9 +14,13 @@ MoveApplied refused(std::string why) {
     return {MoveOutcome::refused, BucketData::keep, std::move(why)};
 }
 
-std::string describe(const BucketState* s) {
-    if (!s) return "no move";
-    return std::string(to_string(s->phase)) + " (generation " + std::to_string(s->gen) + ")";
+// A step that does not fit the bucket's state (a stale generation, a step out of order).
+MoveApplied out_of_order(const MoveCommand& c, const BucketState* s) {
+    return refused(
+        std::string(to_string(c.step)) + " of generation " + std::to_string(c.gen) +
+        ": the bucket is " +
+        (s ? std::string(to_string(s->phase)) + " (generation " + std::to_string(s->gen) + ")"
+           : std::string("no move")));
 }
 
 }  // namespace
@@ -152,58 +156,52 @@ void BucketMoves::count_hiding() {
 }
 
 MoveApplied BucketMoves::source_step(const MoveCommand& c) {
-    BucketState* s = states_.count(c.bucket) ? &states_[c.bucket] : nullptr;
+    auto found = states_.find(c.bucket);
+    BucketState* s = found == states_.end() ? nullptr : &found->second;
     const bool same = s && s->gen == c.gen;
-    const auto out_of_order = [&] {
-        return refused(std::string(to_string(c.step)) + " of generation " + std::to_string(c.gen) +
-                       ": the bucket is " + describe(s));
-    };
     switch (c.step) {
         case MoveStep::begin:
             if (same && s->phase == BucketPhase::sending && s->peer == c.peer) return repeated();
-            if (s && s->phase != BucketPhase::active) return out_of_order();
-            if (c.gen != next_gen(c.bucket)) return out_of_order();
+            if (s && s->phase != BucketPhase::active) return out_of_order(c, s);
+            if (c.gen != next_gen(c.bucket)) return out_of_order(c, s);
             if (c.peer.empty()) return refused("begin names no destination");
             states_[c.bucket] = {BucketPhase::sending, c.peer, c.gen, 0};
             return applied();
         case MoveStep::sent:
-            if (!same) return out_of_order();
+            if (!same) return out_of_order(c, s);
             if (s->phase == BucketPhase::sent || s->phase == BucketPhase::gone) return repeated();
-            if (s->phase != BucketPhase::sending) return out_of_order();
+            if (s->phase != BucketPhase::sending) return out_of_order(c, s);
             s->phase = BucketPhase::sent;
             return applied();
         case MoveStep::drop:
-            if (!same) return out_of_order();
+            if (!same) return out_of_order(c, s);
             if (s->phase == BucketPhase::gone) return repeated();
-            if (s->phase != BucketPhase::sent) return out_of_order();
+            if (s->phase != BucketPhase::sent) return out_of_order(c, s);
             s->phase = BucketPhase::gone;
             return applied(BucketData::clear);
         case MoveStep::abort:
-            if (!same) return out_of_order();
+            if (!same) return out_of_order(c, s);
             if (s->phase == BucketPhase::aborting || s->phase == BucketPhase::active)
                 return repeated();
-            if (s->phase != BucketPhase::sending) return out_of_order();  // sent: too late
+            if (s->phase != BucketPhase::sending) return out_of_order(c, s);  // sent: too late
             s->phase = BucketPhase::aborting;
             return applied();
         case MoveStep::abort_done:
-            if (!same) return out_of_order();
+            if (!same) return out_of_order(c, s);
             if (s->phase == BucketPhase::active) return repeated();
-            if (s->phase != BucketPhase::aborting) return out_of_order();
+            if (s->phase != BucketPhase::aborting) return out_of_order(c, s);
             s->phase = BucketPhase::active;
             s->peer.clear();
             return applied();
         default:
-            return out_of_order();
+            return out_of_order(c, s);
     }
 }
 
 MoveApplied BucketMoves::destination_step(const MoveCommand& c) {
-    BucketState* s = states_.count(c.bucket) ? &states_[c.bucket] : nullptr;
+    auto found = states_.find(c.bucket);
+    BucketState* s = found == states_.end() ? nullptr : &found->second;
     const bool same = s && s->gen == c.gen;
-    const auto out_of_order = [&] {
-        return refused(std::string(to_string(c.step)) + " of generation " + std::to_string(c.gen) +
-                       ": the bucket is " + describe(s));
-    };
     // Phases a new copy may start over: none here, or one this shard let go of earlier.
     const bool let_go =
         !s ||
@@ -214,7 +212,7 @@ MoveApplied BucketMoves::destination_step(const MoveCommand& c) {
         case MoveStep::chunk:
             if (c.chunk == 0) {
                 if (c.peer.empty()) return refused("chunk names no source");
-                if (!let_go && !(copying && s->gen <= c.gen)) return out_of_order();
+                if (!let_go && !(copying && s->gen <= c.gen)) return out_of_order(c, s);
                 // A copy that is complete stays so: the source's data is frozen, and a chunk
                 // 0 sent again (a new source leader, a duplicate) carries nothing new.
                 if (copying && same && s->phase == BucketPhase::received) return repeated();
@@ -222,7 +220,7 @@ MoveApplied BucketMoves::destination_step(const MoveCommand& c) {
                                      c.peer, c.gen, 1};
                 return applied(BucketData::clear_first);
             }
-            if (!same || !copying) return out_of_order();
+            if (!same || !copying) return out_of_order(c, s);
             if (s->phase == BucketPhase::received || c.chunk < s->next_chunk) return repeated();
             if (c.chunk != s->next_chunk)
                 return {MoveOutcome::out_of_sequence, BucketData::keep,
@@ -232,9 +230,9 @@ MoveApplied BucketMoves::destination_step(const MoveCommand& c) {
             if (c.last) s->phase = BucketPhase::received;
             return applied();
         case MoveStep::activate:
-            if (!same) return out_of_order();
+            if (!same) return out_of_order(c, s);
             if (s->phase == BucketPhase::active) return repeated();
-            if (s->phase != BucketPhase::received) return out_of_order();
+            if (s->phase != BucketPhase::received) return out_of_order(c, s);
             s->phase = BucketPhase::active;
             s->peer.clear();
             return applied();
@@ -250,9 +248,9 @@ MoveApplied BucketMoves::destination_step(const MoveCommand& c) {
                 states_[c.bucket] = {BucketPhase::dropped, "", c.gen, 0};
                 return applied();
             }
-            return out_of_order();
+            return out_of_order(c, s);
         default:
-            return out_of_order();
+            return out_of_order(c, s);
     }
 }
 
