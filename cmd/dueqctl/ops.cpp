@@ -12,6 +12,7 @@ namespace dueq::dueqctl {
 
 void add_status_command(CLI::App& app, Context& ctx);
 void add_shards_command(CLI::App& app, Context& ctx);
+void add_shard_command(CLI::App& app, Context& ctx);
 void add_list_command(CLI::App& app, Context& ctx);
 void add_backup_command(CLI::App& app, Context& ctx);
 
@@ -62,6 +63,7 @@ void add_simple_commands(CLI::App& app, Context& ctx) {
             [&ctx] { return run_ping(ctx); });
     add_status_command(app, ctx);
     add_shards_command(app, ctx);
+    add_shard_command(app, ctx);
     add_list_command(app, ctx);
     add_backup_command(app, ctx);
     auto queue = std::make_shared<std::string>();

@@ -48,6 +48,25 @@ std::string error_frame(std::uint64_t id, queue::Code code, std::string_view mes
     return f.finish();
 }
 
+std::string wrong_shard_frame(std::uint64_t id, std::string_view message, const std::string& leader,
+                              std::string_view shard, std::uint32_t bucket, std::uint64_t gen) {
+    FrameBuilder f;
+    f.pk().pack_map(3);
+    f.key(field::id);
+    f.pk().pack_uint64(id);
+    f.key(field::ok);
+    f.pk().pack_false();
+    f.key(field::error);
+    f.pk().pack_map(6);
+    f.key(field::code), f.str(queue::to_string(queue::Code::wrong_shard));
+    f.key(field::message), f.str(message);
+    f.key(field::leader), f.str(leader);
+    f.key(field::shard), f.str(shard);
+    f.key(field::bucket), f.pk().pack_uint32(bucket);
+    f.key(field::gen), f.pk().pack_uint64(gen);
+    return f.finish();
+}
+
 std::string hello_frame(std::uint64_t id, std::uint64_t session, const std::string& node_id,
                         const std::string& leader, const std::string& mode) {
     FrameBuilder f;

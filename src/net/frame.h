@@ -59,5 +59,10 @@ std::string hello_frame(std::uint64_t id, std::uint64_t session, const std::stri
 // {"id": id, "ok": false, "error": {"code", "message", "leader"?}}
 std::string error_frame(std::uint64_t id, queue::Code code, std::string_view message,
                         const std::optional<std::string>& leader = std::nullopt);
+// wrong_shard, naming the shard that owns the key's bucket: {"code", "message", "leader",
+// "shard", "bucket", "gen"} (gen: of the move that gave it the bucket, 0 for the map file),
+// so that a router learns the owner from the answer (docs/sharding.md).
+std::string wrong_shard_frame(std::uint64_t id, std::string_view message, const std::string& leader,
+                              std::string_view shard, std::uint32_t bucket, std::uint64_t gen);
 
 }  // namespace dueq::net

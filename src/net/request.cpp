@@ -127,6 +127,13 @@ std::optional<Fail> read_field(const wire::RequestField& spec, const wire::MsgVa
         case FieldType::text:
             if (auto s = v.as_str()) return out = *s, std::nullopt;
             return bad("a string");
+        case FieldType::blob: {
+            auto s = v.as_str_or_bin();
+            if (!s) return bad("binary");
+            if (s->size() > spec.max) return too_large("is longer than", spec.max);
+            out = *s;
+            break;
+        }
     }
     return std::nullopt;
 }
@@ -167,6 +174,34 @@ std::variant<Body, Fail> backup_body(const Fields& r) {
         return Fail{Code::bad_request, "'seq' needs the 'backup' the first chunk named"};
     if (backup != 0 && seq == 0) return missing(field::seq);
     return BackupChunk{backup, std::uint32_t(seq)};
+}
+
+// move and move_cancel: buckets [bucket, bucket + count), count 1 when absent.
+std::variant<Body, Fail> move_body(Op op, const Fields& r, std::optional<std::uint64_t> count) {
+    auto bucket = r.get<std::uint64_t>(at(field::bucket));
+    if (!bucket) return missing(field::bucket);
+    const auto n = count.value_or(1);
+    if (n == 0 || n > limits::kMaxMoveBuckets)
+        return Fail{Code::bad_request,
+                    "'count' must be 1.." + std::to_string(limits::kMaxMoveBuckets)};
+    if (*bucket + n > limits::kMaxBuckets)
+        return Fail{Code::bad_request,
+                    "the buckets end past " + std::to_string(limits::kMaxBuckets - 1)};
+    StartMove m{std::uint32_t(*bucket), std::uint32_t(n), op == Op::move_cancel, {}};
+    if (op == Op::move) {
+        auto shard = r.text(at(field::shard));
+        if (!shard) return missing(field::shard);
+        m.to = std::move(*shard);
+    }
+    return m;
+}
+
+std::variant<Body, Fail> move_step_body(const Fields& r) {
+    auto step = r.text(at(field::step));
+    auto mac = r.text(at(field::mac));
+    if (!step) return missing(field::step);
+    if (!mac) return missing(field::mac);
+    return MoveStepRequest{std::move(*step), std::move(*mac)};
 }
 
 // member_add, member_promote, member_remove.
@@ -219,6 +254,11 @@ std::variant<Body, Fail> build_body(Op op, const Fields& r, const Limits& lim) {
             return GetMembers{};
         case Op::backup:
             return backup_body(r);
+        case Op::move:
+        case Op::move_cancel:
+            return move_body(op, r, count);
+        case Op::move_step:
+            return move_step_body(r);
         case Op::member_add:
         case Op::member_promote:
         case Op::member_remove:

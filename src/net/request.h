@@ -55,13 +55,24 @@ struct ChangeMember {
     wire::Op op = wire::Op::member_add;
     std::string name, peer, client, admin;
 };
+// move (start moving buckets [first, first + count) to shard `to`) or move_cancel (stop
+// moving them): to the source shard's leader (docs/sharding.md, "Moving buckets").
+struct StartMove {
+    std::uint32_t first = 0, count = 1;
+    bool cancel = false;
+    std::string to;
+};
+// move_step: one step of a move, from the source shard's leader (node/move_steps.h).
+struct MoveStepRequest {
+    std::string step, mac;  // the encoded MoveBucket command, and its HMAC
+};
 // A command for the log. A take's session is the connection's, filled in by the node.
 struct Write {
     queue::Command command;
     std::int64_t wait_ms = 0;  // take: wait this long for a task to come due (0: answer now)
 };
 using Body = std::variant<Ping, Hello, GetTask, GetStats, ListTasks, GetStatus, GetShards,
-                          GetMembers, ChangeMember, BackupChunk, Write>;
+                          GetMembers, ChangeMember, BackupChunk, StartMove, MoveStepRequest, Write>;
 
 struct Request {
     std::uint64_t id = 0;

@@ -294,11 +294,14 @@ void parse_small_sections(const toml::table& root, Config& c, const std::string&
         fail(source, "[admin] tls must be \"off\" or \"on\", not \"" + admin_tls + "\"");
     c.admin_tls = admin_tls == "on";
     const auto& shard = section_of(root, "shard", source);
-    check_keys(shard, "shard", {"name", "map_file"}, source);
+    check_keys(shard, "shard", {"name", "map_file", "secret_file"}, source);
     c.shard_name = get_str(shard, "name", "", "shard", source);
     c.shard_map_file = get_str(shard, "map_file", "", "shard", source);
+    c.shard_secret_file = get_str(shard, "secret_file", "", "shard", source);
     if (c.shard_name.empty() != c.shard_map_file.empty())
         fail(source, "[shard] needs both name and map_file");
+    if (!c.shard_secret_file.empty() && c.shard_name.empty())
+        fail(source, "[shard] secret_file needs name and map_file (moves are between shards)");
 }
 
 // Keys, defaults and ranges from wire/limits.h.
@@ -424,9 +427,9 @@ Config parse_config(const std::string& text, const std::string& source) {
     return c;
 }
 
-std::string read_secret_file(const std::string& path) {
+std::string read_secret_file(const std::string& path, const std::string& what) {
     std::ifstream in(path, std::ios::binary);
-    if (!in) throw ConfigError("[cluster] secret_file: cannot read '" + path + "'");
+    if (!in) throw ConfigError(what + ": cannot read '" + path + "'");
     std::stringstream ss;
     ss << in.rdbuf();
     std::string secret = ss.str();
@@ -435,12 +438,11 @@ std::string read_secret_file(const std::string& path) {
                                secret.back() == ' ' || secret.back() == '\t'))
         secret.pop_back();
     if (secret.size() < kMinSecretBytes)
-        throw ConfigError("[cluster] secret_file '" + path + "' holds " +
-                          std::to_string(secret.size()) + " bytes; a secret needs at least " +
-                          std::to_string(kMinSecretBytes));
+        throw ConfigError(what + " '" + path + "' holds " + std::to_string(secret.size()) +
+                          " bytes; a secret needs at least " + std::to_string(kMinSecretBytes));
     if (secret.size() > kMaxSecretBytes)
-        throw ConfigError("[cluster] secret_file '" + path + "' is over " +
-                          std::to_string(kMaxSecretBytes) + " bytes");
+        throw ConfigError(what + " '" + path + "' is over " + std::to_string(kMaxSecretBytes) +
+                          " bytes");
     return secret;
 }
 
@@ -461,6 +463,9 @@ Config load_config_file(const std::string& path) {
         if (p.is_relative()) file = (std::filesystem::path(path).parent_path() / p).string();
     };
     resolve(c.shard_map_file);
+    resolve(c.shard_secret_file);
+    if (!c.shard_secret_file.empty())
+        c.shard_secret = read_secret_file(c.shard_secret_file, "[shard] secret_file");
     resolve(c.tls.ca_file);
     resolve(c.tls.cert_file);
     resolve(c.tls.key_file);

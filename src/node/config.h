@@ -99,6 +99,11 @@ struct Config {
     // it). Both empty: not sharded, the node serves every key.
     std::string shard_name;
     std::string shard_map_file;
+    // [shard] secret_file: the deployment's secret, the same on every node of every shard.
+    // A bucket move's steps between shards carry an HMAC with it (node/move_driver.h);
+    // without it this node neither sends nor takes them.
+    std::string shard_secret_file;
+    std::string shard_secret;
     net::Limits limits;
     // What the parser changed and the node should say at start (spdlog::warn).
     std::vector<std::string> warnings;
@@ -120,7 +125,9 @@ Config parse_config(const std::string& text, const std::string& source);
 Config load_config_file(const std::string& path);
 inline constexpr std::size_t kMinSecretBytes = 16, kMaxSecretBytes = 4096;
 // The secret in the file at `path`, trailing whitespace removed; throws ConfigError.
-std::string read_secret_file(const std::string& path);
+// `what` names the setting in errors.
+std::string read_secret_file(const std::string& path,
+                             const std::string& what = "[cluster] secret_file");
 // The configuration a node runs with when given none: one node on 127.0.0.1:7700.
 const std::string& default_config_text();
 

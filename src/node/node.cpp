@@ -312,6 +312,11 @@ Code Node::handle(const ConnPtr& conn, std::uint64_t id, net::GetTask& get) {
 }
 
 Code Node::serve_get(const ConnPtr& conn, std::uint64_t id, const net::GetTask& get) {
+    if (!shell_->store().key_readable(get.queue, get.key)) {
+        conn->send(net::error_frame(id, Code::moving,
+                                    "this key's bucket is moving between shards; try again"));
+        return Code::moving;
+    }
     auto task = shell_->store().get(get.queue, get.key);
     if (!task) {
         conn->send(net::error_frame(id, Code::not_found, "no such task"));
@@ -410,12 +415,14 @@ bool Node::route_elsewhere(const ConnPtr& conn, const net::Request& req, std::st
     if (req.redirect || req.forwarded) {
         // A forwarded request is never forwarded again: two nodes whose maps disagree
         // (one reloaded, one not yet) must not pass it back and forth.
+        const std::uint32_t bucket = map.bucket_of(target->first, target->second);
         const std::string why =
-            "this key's bucket " + std::to_string(map.bucket_of(target->first, target->second)) +
-            " belongs to shard '" + map.shards[shard].name + "' (shard map version " +
-            std::to_string(map.version) + ")" +
+            "this key's bucket " + std::to_string(bucket) + " belongs to shard '" +
+            map.shards[shard].name + "' (shard map version " + std::to_string(map.version) +
+            (map.gen_of(bucket) ? ", moved there" : "") + ")" +
             (req.forwarded ? "; a forwarded request is not forwarded again" : "");
-        conn->send(net::error_frame(req.id, Code::wrong_shard, why, router_->leader_hint(shard)));
+        conn->send(net::wrong_shard_frame(req.id, why, router_->leader_hint(shard),
+                                          map.shards[shard].name, bucket, map.gen_of(bucket)));
         metrics_.requests.record(slot, Code::wrong_shard, started);
         return true;
     }
@@ -433,7 +440,8 @@ Code Node::handle(const ConnPtr& conn, std::uint64_t id, net::GetShards&) {
     std::vector<std::string> leaders(map.shards.size());
     for (std::size_t i = 0; i < leaders.size(); ++i)
         leaders[i] = i == own_shard_ ? leader_client_address() : router_->known_leader(i);
-    conn->send(shard::shards_reply(id, map, map.shards[own_shard_].name, leaders));
+    conn->send(shard::shards_reply(id, map, map.shards[own_shard_].name, leaders,
+                                   &shell_->store().bucket_moves()));
     return Code::ok;
 }
 

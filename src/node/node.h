@@ -32,6 +32,7 @@
 #include "node/config.h"
 #include "node/leader_reads.h"
 #include "node/members.h"
+#include "node/move_steps.h"
 #include "node/node_admin.h"
 #include "node/node_metrics.h"
 #include "node/node_tls.h"
@@ -119,6 +120,14 @@ class Node {
     queue::Code handle(const ConnPtr& conn, std::uint64_t id, net::GetMembers& members);
     queue::Code handle(const ConnPtr& conn, std::uint64_t id, net::ChangeMember& change);
     MembersInfo members_info() const;
+    // Bucket moves (node_moves.cpp): the operator's move / move_cancel, and a step of a
+    // move from another shard's leader.
+    queue::Code handle(const ConnPtr& conn, std::uint64_t id, net::StartMove& req);
+    queue::Code handle(const ConnPtr& conn, std::uint64_t id, net::MoveStepRequest& req);
+    // Sharded, with the deployment's secret: this node takes part in moves.
+    bool moves_enabled() const;
+    // Each tick: routing follows the move table; as leader, the driver takes its next steps.
+    void drive_moves();
     void handle(const ConnPtr& conn, std::uint64_t id, net::Write& write, net::Op op,
                 RequestMeter::Clock::time_point started);
     StatusInfo status_info() const;
@@ -213,6 +222,8 @@ class Node {
     std::unique_ptr<shard::Router> router_;
     NodeTls tls_;
     std::size_t own_shard_ = 0;
+    std::unique_ptr<MoveDriver> move_driver_;       // made on the first tick with moves enabled
+    std::uint64_t moves_seen_ = ~std::uint64_t{0};  // the move table's changes() last looked at
     StoreBudget budget_;  // [limits] max_store_bytes: writes past it are refused
 };
 

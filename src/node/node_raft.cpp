@@ -173,6 +173,7 @@ void Node::on_tick() {
     if (autonomy_->serving() != was_serving) arm_timer();
     raft_io_->pump();
     backups_.sweep(now_ms());
+    drive_moves();
     tick_timer_.expires_after(std::chrono::milliseconds(config_.raft.tick_ms));
     tick_timer_.async_wait([this](boost::system::error_code ec) {
         if (!ec) on_tick();

@@ -138,6 +138,10 @@ struct MoveBucket {
     shard::MoveCommand step;
     std::uint32_t bucket_count = 1;    // the deployment's: which keys are the bucket's
     std::vector<MovedRecord> records;  // a chunk's
+    // A chunk: the source's next lease id. The destination's lease ids go on above it, so
+    // that no id a key's leases had on the source is handed out again for it (a holder
+    // whose lease ran out cannot ack a later lease of the same id).
+    LeaseId lease_floor = 0;
 };
 
 using Command = std::variant<Declare, Put, Delete, Take, Touch, Ack, Release, Bury, Kick,

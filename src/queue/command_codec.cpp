@@ -15,7 +15,8 @@
 //  11 Advance        (no fields)
 //  12 Merge          queue, key, task (bin, nil = deleted), hlc, base_hlc, origin
 //  13 MoveBucket     step, bucket, gen, peer, chunk, last, bucket_count, records (bin:
-//                    [queue (str), key (bin), record (bin)] arrays one after another)
+//                    [queue (str), key (bin), record (bin)] arrays one after another),
+//                    lease_floor
 //
 // Tags are stable forever. A new field goes at the end of its command, and decode keeps
 // reading entries written before it (field_count_before); anything else needs a new
@@ -52,15 +53,16 @@ constexpr std::uint64_t tag_of() {
 
 // Number of fields after [format, tag].
 constexpr std::uint32_t field_count(std::uint64_t tag) {
-    constexpr std::uint32_t counts[] = {0, 7, 5, 2, 5, 4, 5, 4, 3, 3, 1, 0, 6, 8};
+    constexpr std::uint32_t counts[] = {0, 7, 5, 2, 5, 4, 5, 4, 3, 3, 1, 0, 6, 9};
     return tag < std::size(counts) ? counts[tag] : 0;
 }
 // The field count of entries written before the last field was added (Declare had no
-// `autonomous`, Kick no `only_key`); the same as field_count for commands never extended.
+// `autonomous`, Kick no `only_key`, MoveBucket no `lease_floor`); the same as field_count
+// for commands never extended.
 // A Kick without only_key is still written the old way, so that a replica of an older
 // version reads it.
 constexpr std::uint32_t field_count_before(std::uint64_t tag) {
-    return tag == 1 ? 6 : tag == 9 ? 2 : field_count(tag);
+    return tag == 1 ? 6 : tag == 9 ? 2 : tag == 13 ? 8 : field_count(tag);
 }
 constexpr bool known_tag(std::uint64_t tag) {
     return tag >= 1 && tag <= 13;
@@ -162,6 +164,7 @@ void pack_fields(Packer& p, const MoveBucket& c) {
         detail::pack_bytes(rp, r.record);
     }
     detail::pack_bytes(p, records);
+    p.pack(c.lease_floor);
 }
 
 using detail::read_bool;
@@ -248,7 +251,7 @@ bool read_records(std::string_view bytes, std::vector<MovedRecord>* out) {
         return true;
     });
 }
-bool read_fields(const msgpack::object* f, MoveBucket& c) {
+bool read_fields(const msgpack::object* f, std::uint32_t n, MoveBucket& c) {
     std::uint8_t step = 0;
     std::string records;
     if (!read_uint_as(f[0], &step) || step > static_cast<std::uint8_t>(shard::MoveStep::forget) ||
@@ -258,6 +261,7 @@ bool read_fields(const msgpack::object* f, MoveBucket& c) {
         !read_string(f[7], &records))
         return false;
     c.step.step = static_cast<shard::MoveStep>(step);
+    if (n > 8 && !read_uint_as(f[8], &c.lease_floor)) return false;
     return read_records(records, &c.records);
 }
 // Commands that never gained a field read the same whatever the count (checked by the

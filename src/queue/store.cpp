@@ -7,6 +7,7 @@
 #include "queue/command_codec.h"
 #include "queue/store_impl.h"
 #include "queue/task_codec.h"
+#include "shard/bucket_hash.h"
 
 namespace dueq::queue {
 
@@ -128,6 +129,15 @@ const shard::BucketMoves& Store::bucket_moves() const {
 
 std::uint32_t Store::move_bucket_count() const {
     return impl_->move_bucket_count;
+}
+
+LeaseId Store::next_lease_id() const {
+    return impl_->next_lease;
+}
+
+bool Store::key_readable(std::string_view queue, std::string_view key) const {
+    if (impl_->moves.empty()) return true;
+    return impl_->moves.readable(shard::bucket_of(queue, key, impl_->move_bucket_count));
 }
 
 void Store::bucket_records(

@@ -257,6 +257,11 @@ class Store {
     // bucket count they are of (0 before the first move).
     const shard::BucketMoves& bucket_moves() const;
     std::uint32_t move_bucket_count() const;
+    // Whether this shard may answer a read of (queue, key): not while its bucket is between
+    // owners (docs/sharding.md, "Moving buckets").
+    bool key_readable(std::string_view queue, std::string_view key) const;
+    // The lease id the next take will hand out (a move's chunk carries it: MoveBucket).
+    LeaseId next_lease_id() const;
     // Every task and tombstone of `bucket` (of `bucket_count`), encoded as a snapshot holds
     // them: what a move's chunks carry (MovedRecord).
     void bucket_records(std::uint32_t bucket, std::uint32_t bucket_count,

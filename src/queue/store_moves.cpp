@@ -103,6 +103,7 @@ Result detail::apply_move(StoreState& s, const MoveBucket& c, Millis now) {
     if (a.outcome == shard::MoveOutcome::applied && c.step.step == shard::MoveStep::chunk) {
         Result added = add_records(s, c, now);
         if (!added.ok()) return added;
+        s.next_lease = std::max(s.next_lease, c.lease_floor);
     }
     return r;
 }

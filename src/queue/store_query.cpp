@@ -251,16 +251,19 @@ std::uint64_t Store::count_due(std::string_view queue, Millis now, std::uint64_t
     if (q == nullptr) return 0;
     now = std::max(now, impl_->now);
     const Millis horizon = sat_add(now, q->settings.lead_ms);
+    // Tasks of a moving bucket are not counted: a take passes over them, so a parked take
+    // woken for them would find nothing and park again, over and over.
+    auto hidden = [&](const Task& t) { return impl_->hidden_from_take(*q, t); };
     std::uint64_t n = 0;
     for (auto it = q->ready.begin(); n < limit && it != q->ready.end() && it->time <= horizon;
          ++it)
-        ++n;
+        n += !hidden(*it);
     const std::uint32_t max = q->settings.max_attempts;
     for (auto it = q->taken.begin(); n < limit && it != q->taken.end() && it->aux <= now; ++it)
-        if (!(max != 0 && it->attempts >= max) && it->time <= horizon) ++n;
+        if (!(max != 0 && it->attempts >= max) && it->time <= horizon && !hidden(*it)) ++n;
     for (auto it = q->delayed.begin(); n < limit && it != q->delayed.end() && it->aux <= now;
          ++it)
-        if (it->time <= horizon) ++n;
+        if (it->time <= horizon && !hidden(*it)) ++n;
     return n;
 }
 

@@ -6,9 +6,11 @@
 #include <cstdint>
 #include <string_view>
 
+#include "wire/limits.h"
+
 namespace dueq::shard {
 
-inline constexpr std::uint32_t kMaxBuckets = 65536;  // the most a map may have
+inline constexpr std::uint32_t kMaxBuckets = limits::kMaxBuckets;  // the most a map may have
 
 // 64-bit FNV-1a over the queue's bytes, one 0x00 byte, then the key's bytes.
 std::uint64_t fnv1a64(std::string_view queue, std::string_view key);

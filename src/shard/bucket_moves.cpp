@@ -47,6 +47,32 @@ const char* to_string(BucketPhase p) {
     return "?";
 }
 
+std::optional<BucketPhase> phase_from_string(std::string_view word) {
+    for (int i = 0; i <= int(BucketPhase::dropped); ++i)
+        if (word == to_string(BucketPhase(i))) return BucketPhase(i);
+    return std::nullopt;
+}
+
+const char* to_string(MoveOutcome o) {
+    switch (o) {
+        case MoveOutcome::applied:
+            return "applied";
+        case MoveOutcome::repeated:
+            return "repeated";
+        case MoveOutcome::refused:
+            return "refused";
+        case MoveOutcome::out_of_sequence:
+            return "out_of_sequence";
+    }
+    return "?";
+}
+
+std::optional<MoveOutcome> outcome_from_string(std::string_view word) {
+    for (int i = 0; i <= int(MoveOutcome::out_of_sequence); ++i)
+        if (word == to_string(MoveOutcome(i))) return MoveOutcome(i);
+    return std::nullopt;
+}
+
 const char* to_string(MoveStep s) {
     switch (s) {
         case MoveStep::begin:
@@ -137,13 +163,17 @@ MoveApplied BucketMoves::apply(const MoveCommand& c) {
             a = destination_step(c);
             break;
     }
-    if (a.outcome == MoveOutcome::applied) count_hiding();
+    if (a.outcome == MoveOutcome::applied) {
+        count_hiding();
+        ++changes_;
+    }
     return a;
 }
 
 void BucketMoves::reset(std::map<Bucket, BucketState> states) {
     states_ = std::move(states);
     count_hiding();
+    ++changes_;
 }
 
 // Moves are rare: counting every entry after each step costs nothing that matters.
@@ -280,6 +310,25 @@ NextMoveAction next_move_action(const BucketState& source, const MoveProgress& p
         default:
             return NextMoveAction::none;
     }
+}
+
+MoveProgress move_report(const BucketState* st, MoveGen gen, MoveOutcome outcome) {
+    MoveProgress r;
+    r.gen = gen;
+    const bool mine = st && st->gen == gen;
+    r.received = mine && (st->phase == BucketPhase::received || st->phase == BucketPhase::active);
+    r.activated = mine && st->phase == BucketPhase::active;
+    r.forgotten = mine && st->phase == BucketPhase::dropped;
+    r.refused = outcome == MoveOutcome::refused;
+    return r;
+}
+
+void take_report(MoveProgress& p, const MoveProgress& r) {
+    if (r.gen != p.gen) return;
+    p.received |= r.received;
+    p.activated |= r.activated;
+    p.forgotten |= r.forgotten;
+    p.refused |= r.refused;
 }
 
 }  // namespace dueq::shard

@@ -26,6 +26,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace dueq::shard {
@@ -45,7 +46,8 @@ enum class BucketPhase : std::uint8_t {
     received,   // destination: every chunk is in; serves nothing until activated
     dropped,    // destination: an aborted copy, thrown away; its generation is refused
 };
-const char* to_string(BucketPhase p);
+const char* to_string(BucketPhase p);  // as the `shards` and `move_step` answers say it
+std::optional<BucketPhase> phase_from_string(std::string_view word);
 
 struct BucketState {
     BucketPhase phase = BucketPhase::active;
@@ -83,6 +85,8 @@ struct MoveCommand {
 // answer), also no change; `out_of_sequence` is a chunk after a gap (an earlier one was
 // lost), no change either: the source sends the chunks again from 0.
 enum class MoveOutcome : std::uint8_t { applied, repeated, refused, out_of_sequence };
+const char* to_string(MoveOutcome o);  // as the `move_step` answer says it
+std::optional<MoveOutcome> outcome_from_string(std::string_view word);
 
 // What the store must do with the bucket's tasks after a command applied.
 enum class BucketData : std::uint8_t {
@@ -129,6 +133,9 @@ class BucketMoves {
     // Whether some bucket's tasks are in this store but hidden from takes (sending, sent,
     // receiving, received): when not, a take need not look at buckets at all.
     bool hides_tasks() const { return hiding_ > 0; }
+    // Grows with every applied step and reset: a reader of the table (the node's router)
+    // looks again only when it changed.
+    std::uint64_t changes() const { return changes_; }
     const std::map<Bucket, BucketState>& states() const { return states_; }
     // Restores a snapshot's table.
     void reset(std::map<Bucket, BucketState> states);
@@ -140,6 +147,7 @@ class BucketMoves {
     void count_hiding();
     std::map<Bucket, BucketState> states_;
     std::size_t hiding_ = 0;
+    std::uint64_t changes_ = 0;
     MoveDefect planted_ = MoveDefect::none;
 };
 
@@ -153,6 +161,13 @@ struct MoveProgress {
     bool forgotten = false;    // the destination committed forget of `gen`
     bool refused = false;      // the destination refused a step of `gen`: it cannot go on
 };
+
+// What the destination answers a step of generation `gen` with, from its state of the
+// bucket after applying it (`st`: null for none) and what applying it did.
+MoveProgress move_report(const BucketState* st, MoveGen gen, MoveOutcome outcome);
+// The source's leader takes the destination's answer `r` into `p` (both of one generation;
+// an answer of another is stale and changes nothing).
+void take_report(MoveProgress& p, const MoveProgress& r);
 
 // What the source's leader does next for one bucket, from its committed state and its
 // progress in that generation.

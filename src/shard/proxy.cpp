@@ -136,6 +136,11 @@ void Proxy::on_frame(const ConnPtr& conn, std::string_view frame) {
         return conn->send(net::error_frame(
             req.id, Code::bad_request,
             "a backup is of one shard: run dueqctl backup against a node of each shard"));
+    if (std::holds_alternative<net::StartMove>(req.body) ||
+        std::holds_alternative<net::MoveStepRequest>(req.body))
+        return conn->send(net::error_frame(
+            req.id, Code::bad_request,
+            "a move is run by the source shard's leader: dueqctl shard move asks it directly"));
     if (std::holds_alternative<net::GetShards>(req.body)) {
         std::vector<std::string> leaders;
         for (std::size_t i = 0; i < router_->map().shards.size(); ++i)

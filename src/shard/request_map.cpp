@@ -18,6 +18,33 @@ MsgHandle request_map(std::string_view op, std::uint32_t entries,
     return std::make_shared<msgpack::object_handle>(msgpack::unpack(buf.data(), buf.size()));
 }
 
+MsgHandle move_request(std::uint32_t first, std::uint32_t count, std::string_view to) {
+    const auto op = wire::op_name(to.empty() ? wire::Op::move_cancel : wire::Op::move);
+    return request_map(op, to.empty() ? 2 : 3, [&](Packer& pk) {
+        pack_str(pk, wire::field::bucket), pk.pack_uint32(first);
+        pack_str(pk, wire::field::count), pk.pack_uint32(count);
+        if (!to.empty()) pack_str(pk, wire::field::shard), pack_str(pk, to);
+    });
+}
+
+MsgHandle move_step_request(std::string_view step, std::string_view mac) {
+    return request_map(wire::op_name(wire::Op::move_step), 2, [&](Packer& pk) {
+        pack_str(pk, wire::field::step);
+        pk.pack_bin(std::uint32_t(step.size()));
+        pk.pack_bin_body(step.data(), std::uint32_t(step.size()));
+        pack_str(pk, wire::field::mac);
+        pk.pack_bin(std::uint32_t(mac.size()));
+        pk.pack_bin_body(mac.data(), std::uint32_t(mac.size()));
+    });
+}
+
+std::optional<std::uint32_t> move_count(const msgpack::object& answer) {
+    const auto* n = field(answer, wire::field::count);
+    if (!n || n->type != msgpack::type::POSITIVE_INTEGER || n->via.u64 > UINT32_MAX)
+        return std::nullopt;
+    return std::uint32_t(n->via.u64);
+}
+
 const msgpack::object* field(const msgpack::object& map, std::string_view name) {
     if (map.type != msgpack::type::MAP) return nullptr;
     for (std::uint32_t i = 0; i < map.via.map.size; ++i) {

@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string_view>
 
 namespace dueq::shard {
@@ -19,6 +20,13 @@ MsgHandle request_map(
     std::string_view op, std::uint32_t entries,
     const std::function<void(Packer&)>& pack_entries = [](Packer&) {});
 void pack_str(Packer& pk, std::string_view s);
+
+// move (`to`: the destination) or move_cancel (`to` empty) of buckets [first, first + count).
+MsgHandle move_request(std::uint32_t first, std::uint32_t count, std::string_view to);
+// move_step: an encoded MoveBucket command and its HMAC (node/move_steps.h).
+MsgHandle move_step_request(std::string_view step, std::string_view mac);
+// The `count` of a move or move_cancel answer (buckets started or cancelled).
+std::optional<std::uint32_t> move_count(const msgpack::object& answer);
 
 // The value of `name` in a msgpack map, or nullptr (absent, or not a map).
 const msgpack::object* field(const msgpack::object& map, std::string_view name);

@@ -22,6 +22,7 @@ Router::~Router() {
 }
 
 void Router::set_map(ShardMap next) {
+    keep_learned_owners(map_, next);
     std::vector<std::unique_ptr<client::Client>> kept(next.shards.size());
     for (std::size_t i = 0; i < next.shards.size(); ++i) {
         const auto was = map_.find(next.shards[i].name);
@@ -61,6 +62,13 @@ bool Router::learn_members(const std::string& name, std::vector<ShardMember> mem
     return true;
 }
 
+bool Router::learn_owner(Bucket b, std::string_view name, MoveGen gen) {
+    const auto i = map_.find(name);
+    if (!i || !map_.learn_owner(b, *i, gen)) return false;
+    spdlog::info("bucket {} now belongs to shard '{}' (move generation {})", b, name, gen);
+    return true;
+}
+
 void Router::start_discovery(std::optional<std::size_t> own) {
     own_ = own;
     if (!discovery_timer_) discovery_timer_ = std::make_unique<asio::steady_timer>(io_);
@@ -84,6 +92,10 @@ void Router::discover() {
                 if (!answer) return;
                 for (const auto& s : answer->shards)
                     learn_members(s.name, s.members, s.membership_index);
+                if (answer->bucket_count != map_.bucket_count) return;
+                for (Bucket b = 0; b < answer->owner_gen.size(); ++b)
+                    if (answer->owner_gen[b] > map_.gen_of(b))
+                        learn_owner(b, answer->shards[answer->owner[b]].name, answer->owner_gen[b]);
             },
             std::chrono::milliseconds(0), options_.discovery_every);
     }
@@ -128,12 +140,42 @@ void Router::relay(std::size_t shard, std::string_view op, std::string_view body
                     net::error_frame(reply_id, wire::Code::bad_request, request.error().message));
     // The handle owns the unpacked request until the client has copied it into its frame.
     const auto handle = *request;
-    call(shard, op, handle->get(),
-         [reply_id, name = map_.shards.at(shard).name,
-          done = std::move(done)](client::Result<client::ResponseFrame> r) {
+    relay_to(shard, std::string(op), handle, reply_id, std::move(done), true);
+}
+
+void Router::relay_to(std::size_t shard, std::string op, MsgHandle request, std::uint64_t reply_id,
+                      Relayed done, bool may_follow) {
+    call(shard, op, request->get(),
+         [this, alive = std::weak_ptr<bool>(alive_), shard, op, request, reply_id, may_follow,
+          name = map_.shards.at(shard).name,
+          done = std::move(done)](client::Result<client::ResponseFrame> r) mutable {
              if (!r.ok()) return done(r.error().code, no_answer_frame(reply_id, name, r.error()));
+             // The shard let the bucket go (a move this router had not heard of): learn its
+             // owner from the answer and send it there, once.
+             if (!r->ok && r->error.code == wire::Code::wrong_shard && may_follow && alive.lock()) {
+                 if (auto next = follow_wrong_shard(*r->map); next && *next != shard)
+                     return relay_to(*next, op, request, reply_id, std::move(done), false);
+             }
              done(r->ok ? wire::Code::ok : r->error.code, client::repack_with_id(*r->map, reply_id));
          });
+}
+
+std::optional<std::size_t> Router::follow_wrong_shard(const msgpack::object& answer) {
+    const auto* error = field(answer, wire::field::error);
+    if (!error) return std::nullopt;
+    const auto* bucket = field(*error, wire::field::bucket);
+    const auto* gen = field(*error, wire::field::gen);
+    const std::string owner = bytes_of(field(*error, wire::field::shard));
+    if (!bucket || !gen || bucket->type != msgpack::type::POSITIVE_INTEGER ||
+        gen->type != msgpack::type::POSITIVE_INTEGER || bucket->via.u64 >= map_.bucket_count)
+        return std::nullopt;
+    const auto b = Bucket(bucket->via.u64);
+    learn_owner(b, owner, gen->via.u64);
+    const auto i = map_.find(owner);
+    // Only a bucket the answer's owner holds by a generation this router knows is followed:
+    // two routers whose map files disagree must not send a request back and forth.
+    if (!i || map_.owner[b] != *i) return std::nullopt;
+    return *i;
 }
 
 std::string Router::known_leader(std::size_t shard) const {

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "client/client.h"
+#include "shard/request_map.h"
 #include "shard/shard_map.h"
 
 namespace dueq::shard {
@@ -50,9 +51,14 @@ class Router {
     // connection and dials the new members from then on. Returns whether it was taken.
     bool learn_members(const std::string& name, std::vector<ShardMember> members,
                        std::uint64_t membership_index);
+    // Bucket b belongs to shard `name` since the move of generation `gen` (this node's own
+    // move table, or another router's answer): ShardMap::learn_owner. Returns whether it
+    // changed anything.
+    bool learn_owner(Bucket b, std::string_view name, MoveGen gen);
     // Every `discovery_every`, asks each shard but `own` (a node's own shard; a proxy:
     // none) for the map it routes by and learns the members of every shard in the answer
-    // (a shard's nodes know their own membership; others pass on what they learned). So
+    // (a shard's nodes know their own membership; others pass on what they learned), and
+    // the owners of moved buckets with their generations. So
     // members added to a shard are reached, and a shard whose map-file members were all
     // replaced is still found, without editing the map file.
     void start_discovery(std::optional<std::size_t> own);
@@ -80,6 +86,12 @@ class Router {
     std::string known_leader(std::size_t shard) const;
   private:
     client::Client& client_for(std::size_t shard);
+    // relay(), to shard `shard`; `may_follow`: a wrong_shard answer naming a moved bucket's
+    // new owner is learned and the request sent there (once).
+    void relay_to(std::size_t shard, std::string op, MsgHandle request, std::uint64_t reply_id,
+                  Relayed done, bool may_follow);
+    // From a wrong_shard answer: the shard its bucket belongs to (learned), or nullopt.
+    std::optional<std::size_t> follow_wrong_shard(const msgpack::object& answer);
     void discover();
 
     std::optional<std::size_t> own_;

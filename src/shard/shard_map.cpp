@@ -80,6 +80,28 @@ std::uint32_t ShardMap::bucket_total(std::size_t i) const {
     return n;
 }
 
+bool ShardMap::learn_owner(Bucket b, std::size_t i, MoveGen gen) {
+    if (b >= bucket_count || i >= shards.size() || gen <= gen_of(b)) return false;
+    if (owner_gen.size() < bucket_count) owner_gen.resize(bucket_count, 0);
+    owner_gen[b] = gen;
+    if (owner[b] == i) return true;
+    const std::size_t was = owner[b];
+    owner[b] = std::uint16_t(i);
+    // Only the two shards' ranges change; rebuilt from `owner`, which is the truth.
+    for (std::size_t s : {was, i}) {
+        auto& ranges = shards[s].buckets;
+        ranges.clear();
+        for (Bucket x = 0; x < bucket_count; ++x) {
+            if (owner[x] != s) continue;
+            if (!ranges.empty() && ranges.back().second + 1 == x)
+                ranges.back().second = x;
+            else
+                ranges.emplace_back(x, x);
+        }
+    }
+    return true;
+}
+
 ShardMap parse_shard_map(const std::string& text, const std::string& source) {
     toml::table root;
     try {
@@ -180,11 +202,21 @@ std::string reload_refusal(const ShardMap& current, const ShardMap& next, const 
     for (std::uint32_t b = 0; b < next.bucket_count; ++b) {
         const auto& was = current.shards[current.owner[b]].name;
         const auto& now = next.shards[next.owner[b]].name;
-        if (was != now)
-            return "it moves bucket " + std::to_string(b) + " from shard '" + was + "' to shard '" +
-                   now + "', and nothing moves a bucket's tasks yet";
+        if (was == now || current.gen_of(b) > 0) continue;  // a moved bucket: the move decides
+        return "it moves bucket " + std::to_string(b) + " from shard '" + was + "' to shard '" +
+               now + "'; only `dueqctl shard move` moves a bucket (with its tasks)";
     }
+    for (const auto& s : current.shards)
+        if (!next.find(s.name)) return "it drops shard '" + s.name + "'";
     return "";
+}
+
+void keep_learned_owners(const ShardMap& current, ShardMap& next) {
+    for (Bucket b = 0; b < current.bucket_count && b < next.bucket_count; ++b) {
+        if (current.gen_of(b) == 0) continue;
+        if (auto i = next.find(current.shards[current.owner[b]].name))
+            next.learn_owner(b, *i, current.gen_of(b));
+    }
 }
 
 std::optional<ShardMap> load_for_reload(const std::string& path, const ShardMap& current,

@@ -45,6 +45,19 @@ Shard shard_from_answer(const msgpack::object& s, std::uint16_t i, ShardMap& map
         for (auto b = lo; b <= hi; ++b)
             map.owner[b] = i;
     }
+    // [[bucket, generation], ...]: the buckets moves gave it (absent from older nodes).
+    if (const auto* moved = field(s, wire::field::moved)) {
+        const auto& list = array_of(*moved);
+        for (const auto& m : std::span(list.ptr, list.size)) {
+            const auto& pair = array_of(m);
+            if (pair.size != 2) throw std::runtime_error("a moved bucket is not [bucket, gen]");
+            const auto b = pair.ptr[0].as<std::uint32_t>();
+            if (b >= map.bucket_count || map.owner[b] != i)
+                throw std::runtime_error("a moved bucket outside the shard's ranges");
+            if (map.owner_gen.size() < map.bucket_count) map.owner_gen.resize(map.bucket_count);
+            map.owner_gen[b] = pair.ptr[1].as<std::uint64_t>();
+        }
+    }
     return out;
 }
 

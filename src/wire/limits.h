@@ -92,6 +92,13 @@ inline constexpr std::size_t kBackupChunkBytes = 1 << 20;
 // this many a read is answered `unavailable` (docs/protocol.md).
 inline constexpr std::size_t kMaxPendingLeaderReads = 100'000;
 inline constexpr int kMaxDepth = 32;  // msgpack nesting in a request
+// Buckets in a shard map (docs/sharding.md): a `move`'s `bucket` is below it.
+inline constexpr std::uint32_t kMaxBuckets = 65536;
+// Buckets one `move` request starts at once: each is read-only until it has moved, so an
+// operator's tool moves a few at a time (dueqctl shard move).
+inline constexpr std::uint32_t kMaxMoveBuckets = 64;
+// A move's chunk holds about this much of a bucket's records (more if one record is larger).
+inline constexpr std::size_t kMoveChunkBytes = 1 << 20;
 
 static_assert(kMaxKeyBytes.max <= kRecordKeyBytes, "a configured key must fit a log record");
 static_assert(kMaxPayloadBytes.max <= kRecordPayloadBytes,

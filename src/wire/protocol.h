@@ -42,6 +42,9 @@ enum class Op : std::uint8_t {
     member_remove,
     list,
     backup,
+    move,
+    move_cancel,
+    move_step,
 };
 
 struct OpInfo {
@@ -54,7 +57,7 @@ struct OpInfo {
 };
 
 // clang-format off
-inline constexpr std::array<OpInfo, 21> kOps{{
+inline constexpr std::array<OpInfo, 24> kOps{{
     //  op           name       writes resend task   lease
     {Op::ping,    "ping",    false, true,  false, false},
     {Op::hello,   "hello",   false, true,  false, false},
@@ -81,6 +84,13 @@ inline constexpr std::array<OpInfo, 21> kOps{{
     {Op::list,           "list",           false, true,  false, false},
     // A stream of chunks in order: a resent request would skip one.
     {Op::backup,         "backup",         false, false, false, false},
+    // Bucket moves (docs/sharding.md): the operator's start and cancel, to the source
+    // shard's leader, and one step of a move from the source's leader to the destination's.
+    // Each goes through the log as a command the node makes; a step is safe to resend (its
+    // generation and number make a repeat change nothing) but only the node resends it.
+    {Op::move,           "move",           false, false, false, false},
+    {Op::move_cancel,    "move_cancel",    false, false, false, false},
+    {Op::move_step,      "move_step",      false, false, false, false},
 }};
 // clang-format on
 
@@ -147,6 +157,10 @@ inline constexpr std::string_view peer_input_dropped = "peer_input_dropped";
 inline constexpr std::string_view buckets = "buckets", hash = "hash", shard = "shard";
 inline constexpr std::string_view shards = "shards", name = "name", members = "members";
 inline constexpr std::string_view client = "client", map_version = "map_version";
+inline constexpr std::string_view moved = "moved", moves = "moves", phase = "phase";
+inline constexpr std::string_view gen = "gen", bucket = "bucket";
+// move_step (the answer: outcome, phase, gen); move and move_cancel answer count.
+inline constexpr std::string_view step = "step", mac = "mac", outcome = "outcome";
 // members and member_*: also name, peer, client, role, match, lag, connected, pending.
 inline constexpr std::string_view raft_id = "raft_id", admin = "admin";
 inline constexpr std::string_view membership_index = "membership_index";
@@ -192,6 +206,7 @@ enum class FieldType : std::uint8_t {
     share,  // a number in 0..1
     word,   // one of `words`
     text,   // a str
+    blob,   // a bin or str, at most `max` bytes
 };
 
 struct RequestField {
@@ -204,7 +219,7 @@ struct RequestField {
 // Every field a request may carry besides `id` and `op` (unknown fields are ignored).
 // Which op reads which, and which it requires: docs/protocol.md.
 // clang-format off
-inline constexpr std::array<RequestField, 30> kRequestFields{{
+inline constexpr std::array<RequestField, 34> kRequestFields{{
     {field::queue,                 FieldType::name},
     {field::key,                   FieldType::task_key},
     {field::payload,               FieldType::payload},
@@ -235,6 +250,10 @@ inline constexpr std::array<RequestField, 30> kRequestFields{{
     {field::after_time,            FieldType::time},
     {field::backup,                FieldType::count},  // backup
     {field::seq,                   FieldType::count, UINT32_MAX},
+    {field::bucket,                FieldType::count, limits::kMaxBuckets - 1},  // move*
+    {field::shard,                 FieldType::name},                            // move
+    {field::step,                  FieldType::blob, limits::kMaxFrameBytes.max},  // move_step
+    {field::mac,                   FieldType::blob, 64},
 }};
 // clang-format on
 

@@ -76,8 +76,10 @@ TEST_CASE("docs/protocol.md gives the fixed limits the header has") {
     CHECK(rows.at("leader reads waiting for the leader to confirm it leads") ==
           limits::kMaxPendingLeaderReads);
     CHECK(rows.at("backups streamed at once by one node") == limits::kMaxBackups);
+    CHECK(rows.at("buckets in a shard map (`move`: `bucket` below it)") == limits::kMaxBuckets);
+    CHECK(rows.at("buckets one `move` starts") == limits::kMaxMoveBuckets);
     CHECK(rows.at("a backup not asked for its next chunk") == std::uint64_t(limits::kBackupIdleMs));
-    CHECK(rows.size() == 9);
+    CHECK(rows.size() == 11);
 }
 
 TEST_CASE("the config parser takes its defaults and ranges from the header") {

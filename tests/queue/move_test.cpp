@@ -91,10 +91,13 @@ TEST_CASE("a bucket's tasks move whole, leases and tombstones included") {
             chunk.records.push_back({std::string(q), std::string(k), std::string(r)});
         });
     CHECK(chunk.records.size() == 4);  // three tasks and a tombstone; none of bucket 4
+    chunk.lease_floor = src.next_lease_id();
+    REQUIRE(chunk.lease_floor > held.lease);
     // Through the log's encoding, as a replica would apply it.
     const auto decoded = decode_command(encode_command(chunk));
     REQUIRE(decoded);
     REQUIRE(std::get<MoveBucket>(*decoded).records == chunk.records);
+    REQUIRE(std::get<MoveBucket>(*decoded).lease_floor == chunk.lease_floor);
     Persisted dst_disk;
     const Result r = dst.apply(*decoded, T0 + 5);
     REQUIRE(r.ok());
@@ -126,6 +129,13 @@ TEST_CASE("a bucket's tasks move whole, leases and tombstones included") {
     CHECK(dst.apply(Ack{"q", held.key, held.lease, std::string("\xa1n"), T0 + 3'600'000}, T0 + 8)
               .ok());
     CHECK(dst.get("q", held.key)->payload == "\xa1n");
+    // Leases the destination hands out from now on are numbered above every lease the
+    // source gave: one whose holder's lease ran out on the source is never given again.
+    const auto fresh = keys_in(3, 6).back();
+    REQUIRE(dst.apply(Put{"q", fresh, "\xa1f", T0}, T0 + 8).ok());
+    const Result again = dst.apply(Take{"q", 1}, T0 + 8);
+    REQUIRE(again.tasks.size() == 1);
+    CHECK(again.tasks[0].lease >= chunk.lease_floor);
     // The source's copy goes with its drop, and storage is told: only bucket 4 stays.
     Persisted src_disk;
     src_disk.drain(src);
@@ -195,6 +205,8 @@ TEST_CASE("a moving bucket's keys are not written, and takes pass over its tasks
         CHECK(r.message.find("bucket 3 is sending (shard b)") != std::string::npos);
     }
     CHECK(src.get("q", moving[1]));
+    // Parked takes are woken only for tasks a take would hand out: the shard's own one.
+    CHECK(src.count_due("q", T0 + 3, 100) == 1);
     // A take passes over the bucket's due tasks to the next shard-owned one.
     Take all{"q", 10};
     const Result r = src.apply(all, T0 + 3);
@@ -212,9 +224,11 @@ TEST_CASE("a moving bucket's keys are not written, and takes pass over its tasks
         });
     REQUIRE(dst.apply(chunk, T0 + 5).ok());
     CHECK(dst.apply(Take{"q", 10}, T0 + 6).tasks.empty());
+    CHECK(dst.count_due("q", T0 + 6, 100) == 0);
     CHECK(dst.apply(Put{"q", moving[0], "\xa1w"}, T0 + 6).code == Code::moving);
     REQUIRE(src.apply(step(MoveStep::sent, 3, 1), T0 + 7).ok());
     REQUIRE(dst.apply(step(MoveStep::activate, 3, 1), T0 + 8).ok());
+    CHECK(dst.count_due("q", T0 + 9, 100) == 2);                // what wakes the takes parked there
     CHECK(dst.apply(Take{"q", 10}, T0 + 9).tasks.size() == 2);  // the held one stays held
     CHECK(dst.apply(Touch{"q", held.tasks[0].key, held.tasks[0].lease}, T0 + 9).ok());
     // A moved bucket's keys are not written on the source any more.

@@ -186,14 +186,7 @@ class Model {
     void report(const MoveCommand& c, const MoveApplied& a) {
         Message m;
         m.to_destination = false;
-        m.report.gen = c.gen;
-        const BucketState* st = dst_.moves.find(kBucket);
-        const bool mine = st && st->gen == c.gen;
-        m.report.received =
-            mine && (st->phase == BucketPhase::received || st->phase == BucketPhase::active);
-        m.report.activated = mine && st->phase == BucketPhase::active;
-        m.report.forgotten = mine && st->phase == BucketPhase::dropped;
-        m.report.refused = a.outcome == MoveOutcome::refused;
+        m.report = move_report(dst_.moves.find(kBucket), c.gen, a.outcome);
         net_.push_back(std::move(m));
     }
 
@@ -210,10 +203,7 @@ class Model {
         const BucketState* st = src_.moves.find(kBucket);
         if (!src_.up || !st || r.gen != st->gen) return;  // a stale answer
         if (r.gen != progress_.gen) progress_ = MoveProgress{r.gen};
-        progress_.received |= r.received;
-        progress_.activated |= r.activated;
-        progress_.forgotten |= r.forgotten;
-        progress_.refused |= r.refused;
+        take_report(progress_, r);
     }
 
     // The source's leader: one step of the real rule.

@@ -3,11 +3,13 @@
 // drift) must be caught. request_round_trip_test.cpp does the same for the requests.
 #include <catch2/catch.hpp>
 
-#include "common/version.h"
 #include "client/codec.h"
+#include "common/version.h"
 #include "net/frame.h"
+#include "node/move_steps.h"
 #include "node/replies.h"
 #include "queue/store.h"
+#include "shard/request_map.h"
 #include "shard/sharded_client.h"
 #include "shard/shards_reply.h"
 #include "wire/drift.h"
@@ -113,6 +115,7 @@ shard::ShardMap two_shards() {
     map.version = 3, map.bucket_count = 4, map.owner = {0, 0, 1, 1};
     map.shards.push_back({"s1", {{"n1", "h:1"}}, {{0, 1}}});
     map.shards.push_back({"s2", {{"n2", "h:2"}}, {{2, 3}}});
+    map.learn_owner(1, 1, 4);  // bucket 1 moved to s2 (generation 4)
     return map;
 }
 
@@ -270,6 +273,7 @@ std::vector<Case> reply_cases(const queue::Store& store) {
             c("version", map->version, want.version);
             c("buckets", map->bucket_count, want.bucket_count);
             c("owner", map->owner, want.owner);
+            c("owner_gen", map->gen_of(1), want.gen_of(1));
             c("shards", map->shards.size(), want.shards.size());
             for (std::size_t i = 0; i < std::min(map->shards.size(), want.shards.size()); ++i) {
                 c("name", map->shards[i].name, want.shards[i].name);
@@ -277,7 +281,31 @@ std::vector<Case> reply_cases(const queue::Store& store) {
             }
             return c.diffs;
         },
-        {std::string(wire::field::shard), std::string(wire::field::leader)});
+        // `moves` is for operators: dueqctl shard moves reads it as JSON, and
+        // tests/shard/bucket_moves.py checks it on a real deployment.
+        {std::string(wire::field::shard), std::string(wire::field::leader),
+         std::string(wire::field::moves)});
+    for (Op op : {Op::move, Op::move_cancel})
+        add(op, node::move_reply(77, 6), [](const std::string& frame) {
+            auto decoded = client::decode_response(body_of(frame));
+            if (!decoded.ok() || !decoded->ok) return Diffs{"refused"};
+            Compare c;
+            c("count", shard::move_count(*decoded->map), std::optional<std::uint32_t>(6));
+            return c.diffs;
+        });
+    const shard::BucketState dest{shard::BucketPhase::received, "", 3, 0};
+    add(Op::move_step, node::move_step_reply(77, shard::MoveOutcome::repeated, &dest),
+        [dest](const std::string& frame) {
+            auto decoded = client::decode_response(body_of(frame));
+            if (!decoded.ok() || !decoded->ok) return Diffs{"refused"};
+            auto a = node::read_move_step_answer(*decoded->map);
+            Compare c;
+            c("outcome", a ? a->outcome : shard::MoveOutcome::applied,
+              shard::MoveOutcome::repeated);
+            c("phase", a && a->state ? a->state->phase : shard::BucketPhase::active, dest.phase);
+            c("gen", a && a->state ? a->state->gen : 0, dest.gen);
+            return c.diffs;
+        });
     return cases;
 }
 

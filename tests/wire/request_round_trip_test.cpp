@@ -244,6 +244,25 @@ std::vector<Case> request_cases() {
         [](const net::Request& r, Compare& c) {
             c("body", std::holds_alternative<net::GetShards>(r.body), true);
         });
+    // dueqctl shard move / moves --cancel and a source leader's move steps (node/move_steps.h).
+    add(Op::move, client::repack_with_id(shard::move_request(5, 3, "c")->get(), 77),
+        [](const net::Request& r, Compare& c) {
+            const auto* m = std::get_if<net::StartMove>(&r.body);
+            c("bucket", m ? m->first : 0u, 5u), c("count", m ? m->count : 0u, 3u);
+            c("shard", m ? m->to : "", "c"), c("cancel", m && m->cancel, false);
+        });
+    add(Op::move_cancel, client::repack_with_id(shard::move_request(9, 2, "")->get(), 77),
+        [](const net::Request& r, Compare& c) {
+            const auto* m = std::get_if<net::StartMove>(&r.body);
+            c("bucket", m ? m->first : 0u, 9u), c("count", m ? m->count : 0u, 2u);
+            c("cancel", m && m->cancel, true);
+        });
+    const std::string step("\x93\x0d\x00binary\xff", 10), mac(32, '\x07');
+    add(Op::move_step, client::repack_with_id(shard::move_step_request(step, mac)->get(), 77),
+        [step, mac](const net::Request& r, Compare& c) {
+            const auto* m = std::get_if<net::MoveStepRequest>(&r.body);
+            c("step", m ? m->step : "", step), c("mac", m ? m->mac : "", mac);
+        });
     auto relayed = client::unpack_request(body_of(cases[std::size_t(Op::put)].frame));
     REQUIRE(relayed.ok());
     add(Op::put,

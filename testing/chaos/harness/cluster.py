@@ -115,7 +115,8 @@ class Cluster:
         self.tls = tls
         self.limits = limits or {}  # [limits] keys and values for every node's config
         self.certs_dir = certs_dir or os.path.join(workdir, "tls")  # shared by a sharded run
-        # (name, map file): this cluster is one shard of a sharded dueq (docs/sharding.md).
+        # (name, map file[, deployment secret file]): this cluster is one shard of a sharded
+        # dueq (docs/sharding.md); with the secret its leaders can move buckets.
         self.shard = shard
         self.power_cut = power_cut
         self.faketime = faketime
@@ -255,6 +256,8 @@ class Cluster:
             admin_section += 'tls = "on"\n'
         shard_section = (f'\n[shard]\nname = "{self.shard[0]}"\nmap_file = "{self.shard[1]}"\n'
                          if self.shard else "")
+        if self.shard and len(self.shard) > 2:  # the deployment's secret: bucket moves
+            shard_section += f'secret_file = "{self.shard[2]}"\n'
         dial = ", ".join(f'{m} = "127.0.0.1:{self.link_port[f"{n}-{m}"]}"'
                          for m in self.all_ids if m != n)
         limits_section = "".join(f"{k} = {v}\n" for k, v in self.limits.items())
