@@ -5,6 +5,7 @@
   chaos.py --all [--seconds N]                   every scenario in turn
   chaos.py mix --seconds 1800                    a random nemesis each cycle
   chaos.py SCENARIO --shards 2                   on two shards of three nodes each
+  chaos.py SCENARIO --shards 3 --moves           ... while buckets move between shards
 
 Each run starts three dueqd behind testing/faultproxy, runs the token refresh workload
 (dueq-chaos-workload) on every node, injects the scenario's fault again and again (each
@@ -24,6 +25,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -72,6 +74,8 @@ class Run:
         options = dict(plant=a.plant, power_cut=needs.get("power_cut", False),
                        faketime=needs.get("faketime", False), grace_ms=a.grace_ms,
                        ttr_ms=a.ttr_ms, log=self.say, tls=a.tls)
+        if a.moves:
+            options["moves"] = True
         if needs.get("spares") and a.shards <= 1:
             options["spares"] = needs["spares"]
         where = os.path.join(self.dir, "cluster")
@@ -95,6 +99,11 @@ class Run:
             with open(os.path.join(self.dir, "workload.log"), "w") as log:
                 workload = subprocess.Popen(wl, stderr=log, stdout=log, start_new_session=True)
             end = time.time() + a.seconds
+            mover = None
+            if a.moves:
+                mover = threading.Thread(target=self.move_buckets, args=(c, end - 6),
+                                         daemon=True)
+                mover.start()
             time.sleep(min(8.0, max(3.0, a.seconds * 0.15)))
             cycle = 0
             while time.time() < end - 4:
@@ -125,6 +134,8 @@ class Run:
                                          "after healing")
                 time.sleep(self.rng.uniform(2.0, 3.0))
             self.check_processes(c)
+            if mover:
+                mover.join(timeout=200)
             self.say("waiting for the workload to finish")
             workload.wait(timeout=a.seconds + 120)
             workload = None
@@ -149,6 +160,36 @@ class Run:
             c.stop()
             self.nemesis_log.close()
         return self.judge()
+
+    def move_buckets(self, c, until):
+        """Moves buckets that hold the workload's keys to another shard, one after another,
+        until `until`: each move overlaps the nemesis's faults. A move that does not finish
+        is a finding (it must finish once the faults heal)."""
+        from harness.shards import BUCKETS
+
+        def bucket(key):
+            h = 0xcbf29ce484222325
+            for ch in b"tokens\0" + key.encode():
+                h = ((h ^ ch) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+            return h % BUCKETS
+        rng = random.Random(self.seed * 7919)
+        held = sorted({bucket(f"tok-{k:04d}") for k in range(self.args.keys)})
+        names = [x.shard[0] for x in c.clusters]
+        moved = 0
+        while time.time() < until:
+            owner = c.owners()
+            if owner is None:
+                time.sleep(1)
+                continue
+            b = rng.choice(held)
+            to = rng.choice([n for n in names if n != owner[b]])
+            self.event(type="move", bucket=b, frm=owner[b], to=to, action="start")
+            rc = c.move([b], to, self.say)
+            self.event(type="move", bucket=b, to=to, action="end", exit=rc)
+            if rc:
+                self.findings.append(f"moving bucket {b} to {to}: dueqctl exit {rc}")
+            moved += 1
+        self.say(f"{moved} bucket moves")
 
     def check_processes(self, c):
         for n, code in c.unexpected_exits().items():
@@ -226,6 +267,9 @@ def main():
     p.add_argument("--tls", action="store_true",
                    help="TLS on every link: mutual between members, to clients and proxies "
                         "(a CA made for the run; docs/security.md)")
+    p.add_argument("--moves", action="store_true",
+                   help="with --shards: move buckets holding the workload's keys between shards "
+                        "all through the run (dueqctl shard move)")
     p.add_argument("--shards", type=int, default=1,
                    help="shards of three nodes, behind two dueq-proxy (default 1: one cluster, "
                         "no proxy)")

@@ -15,7 +15,10 @@
 #include "../../cmd/common/credential_flags.h"
 #include "client/client.h"
 #include "history.h"
+#include "shard/request_map.h"
 #include "shard/shard_map.h"
+#include "shard/sharded_client.h"
+#include "wire/protocol.h"
 #include "workload.h"
 
 using namespace dueq;
@@ -107,6 +110,15 @@ bool read_final(const std::vector<NodeAddress>& nodes, const std::string& queue,
     return true;
 }
 
+// The map `node` routes by now: moved buckets with their new owners.
+std::optional<shard::ShardMap> live_shard_map(const NodeAddress& node) {
+    auto c = direct(node, 5000);
+    const auto op = wire::op_name(wire::Op::shards);
+    auto r = c->call_raw(op, shard::request_map(op, 0)->get());
+    if (!r.ok() || !r->ok) return std::nullopt;
+    return shard::map_from_answer(*r->map);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -170,6 +182,14 @@ int main(int argc, char** argv) {
     auto* map_opt = fin->add_option("--shard-map", map_file,
                                     "a sharded cluster's map: read only --shard's keys");
     fin->add_option("--shard", shard, "the shard whose nodes --node names")->needs(map_opt);
+    bool live_map = false, moves = false;
+    fin->add_flag("--live-map", live_map,
+                  "which keys are --shard's: as its first --node routes now (buckets may have "
+                  "moved since the map file was written), not as the file says")
+        ->needs(map_opt);
+    run->add_flag("--moves", moves,
+                  "buckets move between shards during the run: the meta line says lease ids "
+                  "are unique per key (a moved task keeps its lease id), not per shard");
     map_opt->needs("--shard");
     CLI11_PARSE(app, argc, argv);
     if (client::ClientOptions probe; !credentials.apply(probe).empty()) {
@@ -206,6 +226,13 @@ int main(int argc, char** argv) {
         std::cerr << "dueq-chaos-workload: " << e.what() << "\n";
         return 2;
     }
+    if (live_map && map) {
+        map = live_shard_map(nodes.front());
+        if (!map) {
+            std::cerr << "dueq-chaos-workload: " << nodes.front().address << " gave no shard map\n";
+            return 1;
+        }
+    }
     if (run->parsed()) {
         Json ids = Json::array(), keys = Json::array();
         for (const auto& n : nodes) ids.push_back(n.id);
@@ -219,6 +246,7 @@ int main(int argc, char** argv) {
                 shards[key_name(k)] = map->shards[map->shard_of(o.queue, key_name(k))].name;
             meta["key_shards"] = std::move(shards);
         }
+        if (moves) meta["lease_scope"] = "key";
         history.write(std::move(meta));
         const auto acks = run_workload(o, history);
         std::cerr << "dueq-chaos-workload: " << acks << " refreshes acked in " << o.seconds

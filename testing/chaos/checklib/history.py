@@ -128,6 +128,7 @@ class History:
         self.last_t = None
         self.events = 0
         self.types = {}
+        self.moves = []
         self.warnings = {}       # kind -> [count, [first few "line N: text"]]
 
     def warn(self, kind, line, text):
@@ -137,7 +138,12 @@ class History:
             w[1].append(f"line {line}: {text}")
 
     def lease_scope(self, key):
-        """Where a key's lease ids are unique: its shard ("" when not sharded)."""
+        """Where a key's lease ids are unique: its shard ("" when not sharded), or the key
+        itself when buckets moved between shards during the run (a moved task keeps its
+        lease id, and its new shard numbers later leases above it, but another key of that
+        shard may have had the same id)."""
+        if (self.meta or {}).get("lease_scope") == "key":
+            return "key:" + key
         return ((self.meta or {}).get("key_shards") or {}).get(key, "")
 
     def lease_of(self, key, lease):
@@ -308,6 +314,10 @@ def _read(h, f, outstanding, open_windows):
             # reads must come from the members of the latest such line.
             nodes = _need(ev, "nodes", (list,), n, "members")
             h.members = [str(x) for x in nodes]
+        elif typ == "move":
+            # A bucket moved between shards (chaos.py --moves): for the report; the checks
+            # judge each key wherever the final reads found it.
+            h.moves.append(ev)
         elif typ == "meta":
             if h.meta is None:
                 ev["line"] = n
@@ -323,7 +333,7 @@ def _read(h, f, outstanding, open_windows):
 def _build_leases(h):
     """Every task of every ok take is a lease. Lease ids come from one store-wide counter
     (one per shard: a sharded run's meta line names each key's shard), so an id seen twice
-    in one shard (on one key or two) is itself a violation (G3)."""
+    in one shard (on one key or two) is itself a violation (G3); with moves, on one key."""
     by_id = {}
     for take in h.takes:
         if take.outcome != "ok":
