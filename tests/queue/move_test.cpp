@@ -132,7 +132,7 @@ TEST_CASE("a bucket's tasks move whole, leases and tombstones included") {
     // Leases the destination hands out from now on are numbered above every lease the
     // source gave: one whose holder's lease ran out on the source is never given again.
     const auto fresh = keys_in(3, 6).back();
-    REQUIRE(dst.apply(Put{"q", fresh, "\xa1f", T0}, T0 + 8).ok());
+    REQUIRE(dst.apply(Put{"q", fresh, "\xa1" "f", T0}, T0 + 8).ok());
     const Result again = dst.apply(Take{"q", 1}, T0 + 8);
     REQUIRE(again.tasks.size() == 1);
     CHECK(again.tasks[0].lease >= chunk.lease_floor);
