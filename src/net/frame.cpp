@@ -27,39 +27,32 @@ std::string FrameBuilder::finish() {
     return std::move(b);
 }
 
+namespace {
+// {"id": id, "ok": false, "error": {"code": code, "message": message, ...}}: `extra` more
+// fields of the error map must follow.
+void begin_error(FrameBuilder& f, std::uint64_t id, queue::Code code, std::string_view message,
+                 std::uint32_t extra) {
+    f.pk().pack_map(3);
+    f.key(field::id), f.pk().pack_uint64(id);
+    f.key(field::ok), f.pk().pack_false();
+    f.key(field::error), f.pk().pack_map(2 + extra);
+    f.key(field::code), f.str(queue::to_string(code));
+    f.key(field::message), f.str(message);
+}
+}  // namespace
+
 std::string error_frame(std::uint64_t id, queue::Code code, std::string_view message,
                         const std::optional<std::string>& leader) {
     FrameBuilder f;
-    f.pk().pack_map(3);
-    f.key(field::id);
-    f.pk().pack_uint64(id);
-    f.key(field::ok);
-    f.pk().pack_false();
-    f.key(field::error);
-    f.pk().pack_map(leader ? 3 : 2);
-    f.key(field::code);
-    f.str(queue::to_string(code));
-    f.key(field::message);
-    f.str(message);
-    if (leader) {
-        f.key(field::leader);
-        f.str(*leader);
-    }
+    begin_error(f, id, code, message, leader ? 1 : 0);
+    if (leader) f.key(field::leader), f.str(*leader);
     return f.finish();
 }
 
 std::string wrong_shard_frame(std::uint64_t id, std::string_view message, const std::string& leader,
                               std::string_view shard, std::uint32_t bucket, std::uint64_t gen) {
     FrameBuilder f;
-    f.pk().pack_map(3);
-    f.key(field::id);
-    f.pk().pack_uint64(id);
-    f.key(field::ok);
-    f.pk().pack_false();
-    f.key(field::error);
-    f.pk().pack_map(6);
-    f.key(field::code), f.str(queue::to_string(queue::Code::wrong_shard));
-    f.key(field::message), f.str(message);
+    begin_error(f, id, queue::Code::wrong_shard, message, 4);
     f.key(field::leader), f.str(leader);
     f.key(field::shard), f.str(shard);
     f.key(field::bucket), f.pk().pack_uint32(bucket);

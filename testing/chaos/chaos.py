@@ -165,15 +165,9 @@ class Run:
         """Moves buckets that hold the workload's keys to another shard, one after another,
         until `until`: each move overlaps the nemesis's faults. A move that does not finish
         is a finding (it must finish once the faults heal)."""
-        from harness.shards import BUCKETS
-
-        def bucket(key):
-            h = 0xcbf29ce484222325
-            for ch in b"tokens\0" + key.encode():
-                h = ((h ^ ch) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
-            return h % BUCKETS
+        from harness.shards import bucket_of
         rng = random.Random(self.seed * 7919)
-        held = sorted({bucket(f"tok-{k:04d}") for k in range(self.args.keys)})
+        held = sorted({bucket_of("tokens", f"tok-{k:04d}") for k in range(self.args.keys)})
         names = [x.shard[0] for x in c.clusters]
         moved = 0
         while time.time() < until:

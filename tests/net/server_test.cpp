@@ -186,6 +186,14 @@ TEST_CASE("more sockets readable at once than one drain takes are all read") {
     for (auto& c : clients)
         asio::write(c, asio::buffer(frame_of("ping")));
     REQUIRE(run_until(io, [&] { return frames_seen == kClients; }));
+    // The server writes an answer on a later turn of its loop, which runs only here: wait
+    // until every answer is in before the blocking reads (a read would wait forever for an
+    // answer the stopped loop still holds).
+    REQUIRE(run_until(io, [&] {
+        for (auto& c : clients)
+            if (c.available() < 8) return false;
+        return true;
+    }));
     for (auto& c : clients) {
         std::string answer(8, '\0');
         asio::read(c, asio::buffer(answer));

@@ -28,20 +28,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, "..", "..")
 sys.path.insert(0, os.path.join(ROOT, "testing", "chaos"))
 sys.path.insert(0, os.path.join(ROOT, "clients", "python"))
-from harness.shards import BUCKETS, ShardedCluster  # noqa: E402
+from harness.shards import ShardedCluster, bucket_of as bucket  # noqa: E402
 from harness.test_main import test_main  # noqa: E402
 import dueq  # noqa: E402
 
 MOVED = range(0, 8)  # the buckets moved from a to c
 QUEUE = "tokens"
 FOLLOW_S = 30
-
-
-def bucket(queue, key):
-    h = 0xcbf29ce484222325
-    for b in queue.encode() + b"\0" + key.encode():
-        h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
-    return h % BUCKETS
 
 
 def keys_in(buckets, n, prefix):

@@ -23,17 +23,10 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "testing", "chaos"))
-from harness.shards import BUCKETS, ShardedCluster  # noqa: E402
+from harness.shards import BUCKETS, ShardedCluster, bucket_of as bucket  # noqa: E402
 from harness.test_main import test_main  # noqa: E402
 
 FOLLOW_S = 30  # how long routers may take to learn: a few discovery rounds (2 s each)
-
-
-def bucket(queue, key):
-    h = 0xcbf29ce484222325
-    for b in queue.encode() + b"\0" + key.encode():
-        h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
-    return h % BUCKETS
 
 
 def in_shard_a(key):

@@ -16,6 +16,14 @@ PREFIXES = "abcdefgh"
 BUCKETS = 1024
 
 
+def bucket_of(queue, key):
+    """A key's bucket (docs/sharding.md): 64-bit FNV-1a of queue, 0x00, key, mod BUCKETS."""
+    h = 0xcbf29ce484222325
+    for b in queue.encode() + b"\0" + key.encode():
+        h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return h % BUCKETS
+
+
 class ShardedCluster:
     def __init__(self, build, workdir, shards, proxies=2, grace_ms=2000, log=print, empty=0,
                  **options):
