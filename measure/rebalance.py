@@ -28,10 +28,12 @@ sys.path.insert(0, os.path.join(HERE, "..", "testing", "chaos"))
 from harness.shards import ShardedCluster  # noqa: E402
 
 
-def bench(sc, proxy, *args, seconds):
+def bench(sc, proxy, *args, seconds=None):
+    """One dueq-bench run (its JSON); `seconds` for the measuring scenarios, none for preload."""
+    timed = ["--seconds", str(seconds)] if seconds else []
     r = subprocess.run([sc.binary("measure/bench/dueq-bench"), *args, "--addr", proxy,
-                        "--json", "-q", "--seconds", str(seconds)],
-                       capture_output=True, text=True, timeout=seconds + 600)
+                        "--json", "-q", *timed],
+                       capture_output=True, text=True, timeout=(seconds or 0) + 1200)
     if r.returncode != 0:
         raise RuntimeError(f"dueq-bench {args[0]}: {r.stderr[-1000:]}")
     return json.loads(r.stdout)
@@ -78,11 +80,11 @@ def main():
         t = time.time()
         bench(sc, proxy, "preload", "--keys", str(a.tasks), "--queue", "tokens",
               "--connections", "16", "--depth", "32", "--spread-ms", "3600000",
-              "--time-offset-ms", "600000", seconds=600)
+              "--time-offset-ms", "600000")
         print(f"loaded {a.tasks} tasks in {time.time() - t:.0f} s", flush=True)
         # The refresh workload: its own small queue of tasks due now, spread over every
         # bucket, refreshed again and again.
-        bench(sc, proxy, "preload", "--keys", "20000", "--queue", "refresh", seconds=120)
+        bench(sc, proxy, "preload", "--keys", "20000", "--queue", "refresh")
         before = bench(sc, proxy, "refresh", "--queue", "refresh", "--keys", "20000",
                        "--no-preload", "--connections", "8", seconds=20)
         during = {}
