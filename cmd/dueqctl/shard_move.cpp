@@ -106,6 +106,7 @@ int run_plan(Context& ctx, MapView v, const std::map<std::uint32_t, int>& plan, 
     std::size_t done = 0, failed = 0;
     // Since when each bucket was seen neither moving nor moved (cleared when seen moving).
     std::map<std::uint32_t, Clock::time_point> absent;
+    std::map<std::uint32_t, Clock::time_point> tried;  // when each bucket's start was first asked
     const auto started = Clock::now();
     auto last_line = started;
     while (!waiting.empty() || !moving.empty()) {
@@ -118,6 +119,17 @@ int run_plan(Context& ctx, MapView v, const std::map<std::uint32_t, int>& plan, 
                 continue;
             }
             auto r = send_move(ctx, v, src, b, 1, v.names[std::size_t(dest)]);
+            const auto code = r.ok() ? (r->ok ? wire::Code::ok : r->error.code) : r.error().code;
+            // No leader, no quorum, no answer: the shard is between leaders or cut off. The
+            // bucket goes to the back of the line and is asked for again (a start asked twice
+            // starts once), until --stall-s has passed since the first try.
+            const auto first_try = tried.try_emplace(b, Clock::now()).first->second;
+            if (code != wire::Code::ok && code != wire::Code::bad_request &&
+                Clock::now() - first_try < std::chrono::seconds(stall_s)) {
+                waiting.emplace_back(b, dest);
+                std::this_thread::sleep_for(std::chrono::milliseconds(200));
+                break;
+            }
             if (!r.ok() || !r->ok) {
                 std::cerr << "\ndueqctl: bucket " << b << " (shard " << v.names[std::size_t(src)]
                           << " to " << v.names[std::size_t(dest)]
