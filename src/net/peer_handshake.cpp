@@ -100,13 +100,18 @@ Proof handshake_proof(std::string_view secret, HandshakeRole role, std::string_v
     msg.append(dialer_hello);
     put_be(msg, acceptor_hello.size(), 4);
     msg.append(acceptor_hello);
-    Proof out{};
+    return hmac_sha256(secret, msg);
+}
+
+std::array<unsigned char, 32> hmac_sha256(std::string_view secret, std::string_view message) {
+    std::array<unsigned char, 32> out{};
     unsigned int len = 0;
     // An empty key is still a key to HMAC; OpenSSL wants a non-null pointer for it.
     static const unsigned char kNoKey = 0;
     const void* key = secret.empty() ? static_cast<const void*>(&kNoKey) : secret.data();
     if (!HMAC(EVP_sha256(), key, int(secret.size()),
-              reinterpret_cast<const unsigned char*>(msg.data()), msg.size(), out.data(), &len) ||
+              reinterpret_cast<const unsigned char*>(message.data()), message.size(), out.data(),
+              &len) ||
         len != out.size())
         throw std::runtime_error("OpenSSL HMAC-SHA256 failed");
     return out;

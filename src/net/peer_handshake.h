@@ -82,5 +82,7 @@ bool same_proof(const Proof& a, const Proof& b);
 // Whether a secret someone presented (a client's token) equals ours, in time that does
 // not depend on where they differ (nor on their lengths: both are hashed first).
 bool same_secret(std::string_view presented, std::string_view ours);
+// HMAC-SHA256 of `message` keyed with `key` (the handshake's proofs, a bucket move's steps).
+std::array<unsigned char, 32> hmac_sha256(std::string_view key, std::string_view message);
 
 }  // namespace dueq::net

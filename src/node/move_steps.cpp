@@ -1,11 +1,11 @@
 #include "node/move_steps.h"
 
-#include <openssl/hmac.h>
 #include <spdlog/spdlog.h>
 
 #include <stdexcept>
 
 #include "net/frame.h"
+#include "net/peer_handshake.h"
 #include "queue/command_codec.h"
 #include "queue/store.h"
 #include "shard/request_map.h"
@@ -27,15 +27,8 @@ std::string move_step_mac(std::string_view secret, std::string_view destination,
     msg += ':';
     msg.append(destination);
     msg.append(step);
-    unsigned char out[32];
-    unsigned int len = 0;
-    static const unsigned char kNoKey = 0;
-    const void* key = secret.empty() ? static_cast<const void*>(&kNoKey) : secret.data();
-    if (!HMAC(EVP_sha256(), key, int(secret.size()),
-              reinterpret_cast<const unsigned char*>(msg.data()), msg.size(), out, &len) ||
-        len != sizeof out)
-        throw std::runtime_error("OpenSSL HMAC-SHA256 failed");
-    return std::string(reinterpret_cast<const char*>(out), len);
+    const auto mac = net::hmac_sha256(secret, msg);
+    return std::string(reinterpret_cast<const char*>(mac.data()), mac.size());
 }
 
 std::string move_reply(std::uint64_t id, std::uint32_t count) {
@@ -134,21 +127,21 @@ void MoveDriver::act(shard::Bucket b, const shard::BucketState& st, Moving& m,
                 return;
             }
             if (m.chunks.empty()) build_chunks(b, st, m, store);
-            return send_next_chunk(b, st.peer, now);
+            return send_next_chunk(b, st.peer);
         case NextMoveAction::propose_sent:
-            return propose(b, MoveStep::sent, st.gen, count, now);
+            return propose(b, MoveStep::sent, st.gen, count);
         case NextMoveAction::propose_abort:
             spdlog::warn("bucket {}: shard '{}' refused its move (generation {}); cancelling", b,
                          st.peer, st.gen);
-            return propose(b, MoveStep::abort, st.gen, count, now);
+            return propose(b, MoveStep::abort, st.gen, count);
         case NextMoveAction::send_activate:
-            return send_step(b, st.peer, MoveStep::activate, st.gen, count, now);
+            return send_step(b, st.peer, MoveStep::activate, st.gen, count);
         case NextMoveAction::propose_drop:
-            return propose(b, MoveStep::drop, st.gen, count, now);
+            return propose(b, MoveStep::drop, st.gen, count);
         case NextMoveAction::send_forget:
-            return send_step(b, st.peer, MoveStep::forget, st.gen, count, now);
+            return send_step(b, st.peer, MoveStep::forget, st.gen, count);
         case NextMoveAction::propose_abort_done:
-            return propose(b, MoveStep::abort_done, st.gen, count, now);
+            return propose(b, MoveStep::abort_done, st.gen, count);
     }
 }
 
@@ -182,7 +175,7 @@ void MoveDriver::build_chunks(shard::Bucket b, const shard::BucketState& st, Mov
     }
 }
 
-void MoveDriver::send_next_chunk(shard::Bucket b, const std::string& to, std::int64_t now) {
+void MoveDriver::send_next_chunk(shard::Bucket b, const std::string& to) {
     Moving& m = moving_.at(b);
     m.busy = true;
     io_.send(to, m.chunks[m.next_chunk],
@@ -201,14 +194,12 @@ void MoveDriver::send_next_chunk(shard::Bucket b, const std::string& to, std::in
                  shard::take_report(m->progress, shard::move_report(a->state ? &*a->state : nullptr,
                                                                     gen, a->outcome));
                  if (a->outcome == shard::MoveOutcome::refused) return;
-                 if (++m->next_chunk < m->chunks.size()) return send_next_chunk(b, to, now_);
+                 if (++m->next_chunk < m->chunks.size()) return send_next_chunk(b, to);
                  m->progress.chunks_sent = true;
              });
-    (void)now;
 }
 
-void MoveDriver::propose(shard::Bucket b, MoveStep step, shard::MoveGen gen, std::uint32_t count,
-                         std::int64_t now) {
+void MoveDriver::propose(shard::Bucket b, MoveStep step, shard::MoveGen gen, std::uint32_t count) {
     Moving& m = moving_.at(b);
     m.busy = true;
     queue::MoveBucket c;
@@ -222,11 +213,10 @@ void MoveDriver::propose(shard::Bucket b, MoveStep step, shard::MoveGen gen, std
                     m->busy = false;
                     if (!applied) m->retry_at = now_ + kRetryMs;
                 });
-    (void)now;
 }
 
 void MoveDriver::send_step(shard::Bucket b, const std::string& to, MoveStep step,
-                           shard::MoveGen gen, std::uint32_t count, std::int64_t now) {
+                           shard::MoveGen gen, std::uint32_t count) {
     Moving& m = moving_.at(b);
     m.busy = true;
     queue::MoveBucket c;
@@ -246,7 +236,6 @@ void MoveDriver::send_step(shard::Bucket b, const std::string& to, MoveStep step
                  shard::take_report(m->progress, shard::move_report(a->state ? &*a->state : nullptr,
                                                                     gen, a->outcome));
              });
-    (void)now;
 }
 
 }  // namespace dueq::node

@@ -93,11 +93,10 @@ class MoveDriver {
              std::int64_t now);
     void build_chunks(shard::Bucket b, const shard::BucketState& st, Moving& m,
                       const queue::Store& store);
-    void send_next_chunk(shard::Bucket b, const std::string& to, std::int64_t now);
-    void propose(shard::Bucket b, shard::MoveStep step, shard::MoveGen gen, std::uint32_t count,
-                 std::int64_t now);
+    void send_next_chunk(shard::Bucket b, const std::string& to);
+    void propose(shard::Bucket b, shard::MoveStep step, shard::MoveGen gen, std::uint32_t count);
     void send_step(shard::Bucket b, const std::string& to, shard::MoveStep step, shard::MoveGen gen,
-                   std::uint32_t count, std::int64_t now);
+                   std::uint32_t count);
     // The Moving of bucket b if it still belongs to this leadership, else null.
     Moving* still(shard::Bucket b, std::uint64_t epoch);
 
