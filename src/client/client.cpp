@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <deque>
 #include <future>
 #include <mutex>
@@ -18,6 +19,7 @@
 #include <boost/asio/ssl.hpp>
 
 #include "client/codec.h"
+#include "client/forward.h"
 #include "net/asio_tls.h"
 #include "net/tls.h"
 
@@ -32,6 +34,7 @@ namespace {
 
 constexpr milliseconds kRedirectBackoffMin{50};
 constexpr milliseconds kBackoffMax{1000};
+constexpr std::size_t kReadChunk = 64 * 1024;
 
 struct Conn;
 
@@ -43,6 +46,7 @@ struct Pending {
     std::string frame;
     bool resend_ok = false;   // may go out again after a broken connection
     bool pinned = false;      // belongs to one connection (its automatic hello)
+    bool keep_body = false;   // its answer keeps the frame's bytes (async_forward)
     int redirects = 0;        // to a leader a refusal named (at most max_redirects)
     int retries = 0;          // after a refusal that named none (until the deadline)
     std::optional<Error> refused;  // the last such refusal: the answer at the deadline
@@ -74,8 +78,11 @@ struct Conn {
     std::deque<PendingPtr> outbox;
     std::vector<PendingPtr> writing;
     bool write_busy = false;
-    unsigned char header[kFrameHeaderBytes] = {};
-    std::string body;
+    bool flush_posted = false;
+    // Bytes read and not yet taken as frames: reads take whatever the socket has, so a
+    // burst of answers costs one read, not two per frame.
+    std::vector<char> in = std::vector<char>(kReadChunk);
+    std::size_t in_len = 0;
     std::string server_error;  // the last id-0 error frame, for messages
     // The node refused the automatic hello (a wrong or missing token): it answers nothing
     // else on this connection and closes it, and any node of the cluster would do the same.
@@ -117,9 +124,13 @@ Result<std::pair<std::string, std::string>> parse_address(const std::string& add
     return std::make_pair(host, port);
 }
 
-class Client::Impl {
-public:
-    explicit Impl(ClientOptions options) : opts_(std::move(options)), guard_(io_.get_executor()) {
+class Client::Impl : public std::enable_shared_from_this<Client::Impl> {
+  public:
+    // `external`: run on that io_context (its thread) instead of a thread of our own.
+    Impl(ClientOptions options, asio::io_context* external)
+        : opts_(std::move(options)),
+          own_io_(external ? nullptr : std::make_unique<asio::io_context>()),
+          io_(external ? *external : *own_io_) {
         for (const auto& seed : opts_.seeds) {
             auto parsed = parse_address(seed);
             if (parsed.ok()) {
@@ -140,27 +151,29 @@ public:
                 ssl_ctx_ = net::asio_context(*ctx);
             }
         }
-        thread_ = std::thread([this] { io_.run(); });
-        io_thread_id_ = thread_.get_id();
+        if (own_io_) {
+            guard_.emplace(io_.get_executor());
+            thread_ = std::thread([this] { io_.run(); });
+        }
     }
 
-    ~Impl() {
-        asio::post(io_, [this] { shutdown(); });
+    // Completes every call and closes the connections. Handlers still queued hold a
+    // reference (shared_from_this), so the Impl outlives them; with its own thread, that
+    // thread has run them all by the time it is joined.
+    void close() {
+        if (!own_io_) return shutdown();
+        asio::post(io_, [self = shared_from_this()] { self->shutdown(); });
         guard_.reset();
         thread_.join();
     }
 
-    bool on_io_thread() const { return std::this_thread::get_id() == io_thread_id_; }
+    bool on_io_thread() const { return io_.get_executor().running_in_this_thread(); }
 
     template <class Req>
     void submit(const Req& req, Callback<ResponseOfT<Req>> done, const CallOptions& call_opts,
                 milliseconds extra_wait = milliseconds(0)) {
         using Resp = ResponseOfT<Req>;
-        auto p = std::make_shared<Pending>(io_);
-        p->id = next_id_.fetch_add(1);
-        p->op = Req::op;
-        p->resend_ok = always_safe_to_resend(Req::op) || call_opts.resend_on_reconnect;
-        p->deadline = Clock::now() + call_opts.timeout.value_or(opts_.call_timeout) + extra_wait;
+        auto p = new_pending(Req::op, call_opts, extra_wait);
         p->complete = [done = std::move(done)](Result<ResponseFrame> r) {
             if (!r.ok()) return done(r.error());
             if (!r->ok) return done(r->error);
@@ -169,49 +182,30 @@ public:
             if (!st.ok()) return done(st.error());
             done(std::move(out));
         };
-        auto frame = encode_request(req, p->id);
-        std::optional<Error> early;
-        if (!config_error_.empty()) {
-            early = Error(Code::bad_request, config_error_);
-        } else if (!frame.ok()) {
-            early = frame.error();
-        } else {
-            p->frame = std::move(frame).value();
-        }
-        // Even a refusal is delivered on the I/O thread, as the header promises.
-        asio::post(io_, [this, p, early = std::move(early)]() mutable {
-            if (early) {
-                p->done = true;
-                p->complete(std::move(*early));
-                return;
-            }
-            start(p);
-        });
+        post_start(p, encode_request(req, p->id));
     }
 
     void submit_raw(std::string_view op, const msgpack::object& request,
                     std::function<void(Result<ResponseFrame>)> done, const CallOptions& call_opts,
                     milliseconds extra_wait,
                     const std::vector<std::pair<std::string, bool>>& extra) {
-        auto p = std::make_shared<Pending>(io_);
-        p->id = next_id_.fetch_add(1);
-        p->op = known_op_name(op);
-        p->resend_ok = always_safe_to_resend(p->op) || call_opts.resend_on_reconnect;
-        p->deadline = Clock::now() + call_opts.timeout.value_or(opts_.call_timeout) + extra_wait;
+        auto p = new_pending(known_op_name(op), call_opts, extra_wait);
         p->complete = std::move(done);
-        p->frame = repack_with_id(request, p->id, extra);
-        asio::post(io_, [this, p]() mutable {
-            if (!config_error_.empty()) {
-                p->done = true;
-                p->complete(Error(Code::bad_request, config_error_));
-                return;
-            }
-            start(p);
-        });
+        post_start(p, repack_with_id(request, p->id, extra));
+    }
+
+    void submit_forward(std::string_view op, std::string_view body,
+                        std::function<void(Result<ResponseFrame>)> done,
+                        const CallOptions& call_opts, milliseconds extra_wait,
+                        const std::vector<std::pair<std::string, bool>>& extra, BodyCheck check) {
+        auto p = new_pending(known_op_name(op), call_opts, extra_wait);
+        p->complete = std::move(done);
+        p->keep_body = true;
+        post_start(p, frame_with_id(body, p->id, extra, check));
     }
 
     void set_seeds(std::vector<std::string> seeds) {
-        asio::post(io_, [this, seeds = std::move(seeds)]() mutable {
+        asio::post(io_, [this, self = shared_from_this(), seeds = std::move(seeds)]() mutable {
             std::erase_if(seeds, [](const std::string& s) { return !parse_address(s).ok(); });
             if (seeds.empty()) return;
             seeds_ = std::move(seeds);
@@ -232,13 +226,45 @@ public:
 private:
     // ---- request lifecycle ----
 
+  // `op` must outlive the call (a name from a fixed table).
+  PendingPtr new_pending(std::string_view op, const CallOptions& call_opts,
+                         milliseconds extra_wait) {
+      auto p = std::make_shared<Pending>(io_);
+      p->id = next_id_.fetch_add(1);
+      p->op = op;
+      p->resend_ok = always_safe_to_resend(op) || call_opts.resend_on_reconnect;
+      p->deadline = Clock::now() + call_opts.timeout.value_or(opts_.call_timeout) + extra_wait;
+      return p;
+  }
+
+  // Starts p with `frame` on the I/O thread; a bad configuration or a frame that could
+  // not be made fails it there instead, as the header promises.
+  void post_start(const PendingPtr& p, Result<std::string> frame) {
+      std::optional<Error> early;
+      if (!config_error_.empty())
+          early = Error(Code::bad_request, config_error_);
+      else if (!frame.ok())
+          early = frame.error();
+      else
+          p->frame = std::move(frame).value();
+      asio::post(io_, [this, self = shared_from_this(), p, early = std::move(early)]() mutable {
+          if (early) {
+              p->done = true;
+              p->complete(std::move(*early));
+              return;
+          }
+          start(p);
+      });
+  }
+
     void start(const PendingPtr& p) {
         if (shutting_down_) return finish(p, Error(Code::unavailable, "client is closing"));
         pending_.emplace(p->id, p);
         p->timer.expires_at(p->deadline);
-        p->timer.async_wait([this, p](const boost::system::error_code& ec) {
-            if (!ec) on_deadline(p);
-        });
+        p->timer.async_wait(
+            [this, self = shared_from_this(), p](const boost::system::error_code& ec) {
+                if (!ec) on_deadline(p);
+            });
         dispatch(p);
     }
 
@@ -304,10 +330,22 @@ private:
         p->conn = active_;
         ++active_->inflight;
         active_->outbox.push_back(p);
-        flush(active_);
+        flush_soon(active_);
     }
 
-    void on_response(const ConnPtr& conn, ResponseFrame frame) {
+    // Writes what is queued once the handlers ready now have run: the calls submitted in
+    // one turn (a proxy's answer to a burst of client frames) go out in one write.
+    void flush_soon(const ConnPtr& conn) {
+        if (conn->flush_posted) return;
+        conn->flush_posted = true;
+        asio::post(io_, [this, self = shared_from_this(), conn] {
+            conn->flush_posted = false;
+            flush(conn);
+        });
+    }
+
+    // `body`: the frame's bytes, valid for this call only.
+    void on_response(const ConnPtr& conn, ResponseFrame frame, std::string_view body) {
         if (frame.id == 0) {
             conn->server_error = frame.error.to_string();
             return;
@@ -334,6 +372,7 @@ private:
             p->refused = frame.error;
             return retry_later(p, nullptr);
         }
+        if (p->keep_body) frame.body = std::string(body);
         finish(p, std::move(frame));
     }
 
@@ -360,11 +399,12 @@ private:
         auto delay = kRedirectBackoffMin * (1 << std::min(p->retries - 1, 5));
         delay = std::min<milliseconds>(delay, kBackoffMax);
         p->retry_timer.expires_after(delay);
-        p->retry_timer.async_wait([this, p, leave](const boost::system::error_code& ec) {
-            if (ec || p->done) return;
-            if (leave && active_ == leave) retire_active();
-            dispatch(p);
-        });
+        p->retry_timer.async_wait(
+            [this, self = shared_from_this(), p, leave](const boost::system::error_code& ec) {
+                if (ec || p->done) return;
+                if (leave && active_ == leave) retire_active();
+                dispatch(p);
+            });
     }
 
     // ---- connections ----
@@ -426,9 +466,10 @@ private:
         };
         pending_.emplace(p->id, p);
         p->timer.expires_at(p->deadline);
-        p->timer.async_wait([this, p](const boost::system::error_code& ec) {
-            if (!ec) on_deadline(p);
-        });
+        p->timer.async_wait(
+            [this, self = shared_from_this(), p](const boost::system::error_code& ec) {
+                if (!ec) on_deadline(p);
+            });
         p->conn = conn;
         ++conn->inflight;
         conn->outbox.push_front(p);
@@ -438,26 +479,28 @@ private:
         auto hp = parse_address(conn->address);
         if (!hp.ok()) return connect_failed(conn, hp.error().message);
         conn->connect_timer.expires_after(opts_.connect_timeout);
-        conn->connect_timer.async_wait([this, conn](const boost::system::error_code& ec) {
-            if (!ec && conn->state == Conn::State::connecting) {
-                connect_failed(conn, "connect to " + conn->address + " timed out");
-            }
-        });
+        conn->connect_timer.async_wait(
+            [this, self = shared_from_this(), conn](const boost::system::error_code& ec) {
+                if (!ec && conn->state == Conn::State::connecting) {
+                    connect_failed(conn, "connect to " + conn->address + " timed out");
+                }
+            });
         conn->resolver.async_resolve(
             hp->first, hp->second,
-            [this, conn](const boost::system::error_code& ec, tcp::resolver::results_type eps) {
+            [this, self = shared_from_this(), conn](const boost::system::error_code& ec,
+                                                    tcp::resolver::results_type eps) {
                 if (conn->state != Conn::State::connecting) return;
                 if (ec) return connect_failed(conn, conn->address + ": " + ec.message());
-                asio::async_connect(conn->socket, eps,
-                                    [this, conn](const boost::system::error_code& ec2,
-                                                 const tcp::endpoint&) {
-                                        if (conn->state != Conn::State::connecting) return;
-                                        if (ec2) {
-                                            return connect_failed(
-                                                conn, conn->address + ": " + ec2.message());
-                                        }
-                                        connected(conn);
-                                    });
+                asio::async_connect(
+                    conn->socket, eps,
+                    [this, self = shared_from_this(), conn](const boost::system::error_code& ec2,
+                                                            const tcp::endpoint&) {
+                        if (conn->state != Conn::State::connecting) return;
+                        if (ec2) {
+                            return connect_failed(conn, conn->address + ": " + ec2.message());
+                        }
+                        connected(conn);
+                    });
             });
     }
 
@@ -469,7 +512,8 @@ private:
             // connect that timed out.
             conn->tls = std::make_unique<asio::ssl::stream<tcp::socket&>>(conn->socket, *ssl_ctx_);
             conn->tls->async_handshake(
-                asio::ssl::stream_base::client, [this, conn](const boost::system::error_code& ec) {
+                asio::ssl::stream_base::client,
+                [this, self = shared_from_this(), conn](const boost::system::error_code& ec) {
                     if (conn->state != Conn::State::connecting) return;
                     if (ec)
                         return connect_failed(conn, "TLS handshake with " + conn->address +
@@ -482,7 +526,7 @@ private:
         conn->connect_timer.cancel();
         failures_in_round_ = 0;
         backoff_ = milliseconds(0);
-        read_header(conn);
+        read_more(conn);
         flush(conn);
     }
 
@@ -510,13 +554,15 @@ private:
             p->written_at = now;
         }
         conn->write_busy = true;
-        write_to(conn, buffers, [this, conn](const boost::system::error_code& ec, std::size_t) {
-                              conn->write_busy = false;
-                              conn->writing.clear();
-                              if (conn->state != Conn::State::open) return;
-                              if (ec) return close_conn(conn, "write: " + ec.message());
-                              flush(conn);
-                          });
+        write_to(conn, buffers,
+                 [this, self = shared_from_this(), conn](const boost::system::error_code& ec,
+                                                         std::size_t) {
+                     conn->write_busy = false;
+                     conn->writing.clear();
+                     if (conn->state != Conn::State::open) return;
+                     if (ec) return close_conn(conn, "write: " + ec.message());
+                     flush(conn);
+                 });
     }
 
     template <class Buffers, class Handler>
@@ -526,44 +572,58 @@ private:
         else
             asio::async_write(conn->socket, buffers, std::move(handler));
     }
-    template <class Buffers, class Handler>
-    void read_from(const ConnPtr& conn, const Buffers& buffers, Handler handler) {
+    void read_more(const ConnPtr& conn) {
+        auto space = asio::buffer(conn->in.data() + conn->in_len, conn->in.size() - conn->in_len);
+        auto on_read = [this, self = shared_from_this(), conn](const boost::system::error_code& ec,
+                                                               std::size_t n) {
+            if (conn->state != Conn::State::open) return;
+            if (ec) return close_conn(conn, "read: " + ec.message());
+            conn->in_len += n;
+            take_frames(conn);
+            if (conn->state == Conn::State::open) read_more(conn);
+        };
         if (conn->tls)
-            asio::async_read(*conn->tls, buffers, std::move(handler));
+            conn->tls->async_read_some(space, std::move(on_read));
         else
-            asio::async_read(conn->socket, buffers, std::move(handler));
+            conn->socket.async_read_some(space, std::move(on_read));
     }
 
-    void read_header(const ConnPtr& conn) {
-        read_from(conn, asio::buffer(conn->header),
-                  [this, conn](const boost::system::error_code& ec, std::size_t) {
-                             if (conn->state != Conn::State::open) return;
-                             if (ec) return close_conn(conn, "read: " + ec.message());
-                             const uint32_t len = read_frame_length(conn->header);
-                             if (len == 0 || len > opts_.max_frame_bytes) {
-                                 return close_conn(conn, "server sent a frame of " +
-                                                             std::to_string(len) + " bytes");
-                             }
-                             conn->body.resize(len);
-                             read_body(conn);
-                         });
-    }
-
-    void read_body(const ConnPtr& conn) {
-        read_from(conn, asio::buffer(conn->body),
-                  [this, conn](const boost::system::error_code& ec, std::size_t) {
-                             if (conn->state != Conn::State::open) return;
-                             if (ec) return close_conn(conn, "read: " + ec.message());
-                             DecodeLimits limits;
-                             limits.max_frame_bytes = opts_.max_frame_bytes;
-                             auto frame = decode_response(conn->body, limits);
-                             // An undecodable frame cannot be matched to its request, so
-                             // the stream is no longer trusted.
-                             if (!frame.ok()) return close_conn(conn, frame.error().message);
-                             conn->last_rx = Clock::now();
-                             on_response(conn, std::move(frame).value());
-                             if (conn->state == Conn::State::open) read_header(conn);
-                         });
+    // Answers every whole frame in conn->in, keeps the rest at the front, and makes room
+    // for the next read (a frame larger than the buffer grows it, up to max_frame_bytes).
+    void take_frames(const ConnPtr& conn) {
+        std::size_t at = 0;
+        DecodeLimits limits;
+        limits.max_frame_bytes = opts_.max_frame_bytes;
+        std::size_t need = 0;  // the bytes the partial frame at `at` needs in all
+        while (conn->state == Conn::State::open && conn->in_len - at >= kFrameHeaderBytes) {
+            const auto* header = reinterpret_cast<const unsigned char*>(conn->in.data() + at);
+            const uint32_t len = read_frame_length(header);
+            if (len == 0 || len > opts_.max_frame_bytes)
+                return close_conn(conn, "server sent a frame of " + std::to_string(len) + " bytes");
+            if (conn->in_len - at < kFrameHeaderBytes + len) {
+                need = kFrameHeaderBytes + len;
+                break;
+            }
+            const std::string_view body(conn->in.data() + at + kFrameHeaderBytes, len);
+            at += kFrameHeaderBytes + len;
+            auto frame = decode_response(body, limits);
+            // An undecodable frame cannot be matched to its request, so the stream is no
+            // longer trusted.
+            if (!frame.ok()) return close_conn(conn, frame.error().message);
+            conn->last_rx = Clock::now();
+            on_response(conn, std::move(frame).value(), body);
+        }
+        if (conn->state != Conn::State::open) return;
+        if (at > 0) {
+            std::memmove(conn->in.data(), conn->in.data() + at, conn->in_len - at);
+            conn->in_len -= at;
+        }
+        if (need > conn->in.size()) conn->in.resize(need);
+        // A buffer grown for one large answer goes back to its usual size once it is read.
+        if (need == 0 && conn->in_len <= kReadChunk && conn->in.size() > kReadChunk) {
+            conn->in.resize(kReadChunk);
+            conn->in.shrink_to_fit();
+        }
     }
 
     // Closes conn and settles what was on it: unsent and safe requests go again,
@@ -630,13 +690,15 @@ private:
         backoff_armed_ = true;
         failures_in_round_ = 0;
         backoff_timer_.expires_after(backoff_);
-        backoff_timer_.async_wait([this](const boost::system::error_code& ec) {
-            backoff_armed_ = false;
-            if (ec || shutting_down_ || waiting_.empty()) return;
-            std::deque<PendingPtr> waiting;
-            waiting.swap(waiting_);
-            for (auto& p : waiting) dispatch(p);
-        });
+        backoff_timer_.async_wait(
+            [this, self = shared_from_this()](const boost::system::error_code& ec) {
+                backoff_armed_ = false;
+                if (ec || shutting_down_ || waiting_.empty()) return;
+                std::deque<PendingPtr> waiting;
+                waiting.swap(waiting_);
+                for (auto& p : waiting)
+                    dispatch(p);
+            });
     }
 
     void shutdown() {
@@ -665,10 +727,10 @@ private:
     std::shared_ptr<asio::ssl::context> ssl_ctx_;  // ClientOptions::tls, when enabled
     std::vector<std::string> seeds_;
     std::string config_error_;
-    asio::io_context io_;
-    asio::executor_work_guard<asio::io_context::executor_type> guard_;
+    std::unique_ptr<asio::io_context> own_io_;  // null when running on the caller's
+    asio::io_context& io_;
+    std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard_;
     std::thread thread_;
-    std::thread::id io_thread_id_;
     std::atomic<uint64_t> next_id_{1};
 
     // Owned by the I/O thread.
@@ -691,8 +753,13 @@ private:
     std::optional<uint64_t> info_session_;
 };
 
-Client::Client(ClientOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
-Client::~Client() = default;
+Client::Client(ClientOptions options)
+    : impl_(std::make_shared<Impl>(std::move(options), nullptr)) {}
+Client::Client(boost::asio::io_context& io, ClientOptions options)
+    : impl_(std::make_shared<Impl>(std::move(options), &io)) {}
+Client::~Client() {
+    impl_->close();
+}
 
 bool Client::on_io_thread() const { return impl_->on_io_thread(); }
 std::string Client::current_address() const { return impl_->current_address(); }
@@ -729,6 +796,14 @@ void Client::async_raw(std::string_view op, const msgpack::object& request,
                        milliseconds extra_wait,
                        const std::vector<std::pair<std::string, bool>>& extra) {
     impl_->submit_raw(op, request, std::move(done), opts, extra_wait, extra);
+}
+
+void Client::async_forward(std::string_view op, std::string_view body,
+                           std::function<void(Result<ResponseFrame>)> done, CallOptions opts,
+                           milliseconds extra_wait,
+                           const std::vector<std::pair<std::string, bool>>& extra,
+                           BodyCheck check) {
+    impl_->submit_forward(op, body, std::move(done), opts, extra_wait, extra, check);
 }
 
 Result<ResponseFrame> Client::call_raw(std::string_view op, const msgpack::object& request,

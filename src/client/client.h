@@ -1,7 +1,8 @@
 // dueq::client::Client — a connection to a dueq cluster (docs/protocol.md).
 //
 // Threads. A Client owns one boost::asio::io_context and one I/O thread, started in the
-// constructor and joined in the destructor. Every public method is thread-safe and may
+// constructor and joined in the destructor (or runs on the caller's io_context: see the
+// second constructor). Every public method is thread-safe and may
 // be called from any thread except the I/O thread itself. Callbacks given to async()
 // run on the I/O thread: keep them short and never call a blocking method of the same
 // Client from one (it returns `internal` instead of deadlocking).
@@ -62,8 +63,13 @@
 #include <vector>
 
 #include "client/codec.h"
+#include "client/forward.h"
 #include "client/messages.h"
 #include "client/status.h"
+
+namespace boost::asio {
+class io_context;
+}
 
 namespace dueq::client {
 
@@ -149,6 +155,12 @@ public:
     explicit Client(ClientOptions options = {});
     // Completes every outstanding call with `unavailable`, closes the connections and
     // joins the I/O thread. Must not run on the I/O thread (i.e. not in a callback).
+    // Runs on `io` instead of a thread of its own (dueq-proxy, a node's router), so that a
+    // request and its answer cross no thread: callbacks run on io's thread, every method
+    // must be called there, and the blocking calls return `internal`. Destroy it on that
+    // thread (or once io no longer runs), before io itself; calls still out complete with
+    // `unavailable` as it goes.
+    Client(boost::asio::io_context& io, ClientOptions options);
     ~Client();
     Client(const Client&) = delete;
     Client& operator=(const Client&) = delete;
@@ -188,6 +200,16 @@ public:
                    std::function<void(Result<ResponseFrame>)> done, CallOptions opts = {},
                    std::chrono::milliseconds extra_wait = std::chrono::milliseconds(0),
                    const std::vector<std::pair<std::string, bool>>& extra = {});
+    // async_raw for a request still as bytes (`body`: the sender's msgpack map, as it
+    // came): the entries are copied, not unpacked and repacked (client/forward.h), and the
+    // answer's ResponseFrame::body holds the server's bytes for the caller to pass on the
+    // same way. A body that is not a map completes with bad_request; `check` says whether
+    // it still needs the walk that proves it well formed (forward.h).
+    void async_forward(std::string_view op, std::string_view body,
+                       std::function<void(Result<ResponseFrame>)> done, CallOptions opts = {},
+                       std::chrono::milliseconds extra_wait = std::chrono::milliseconds(0),
+                       const std::vector<std::pair<std::string, bool>>& extra = {},
+                       BodyCheck check = BodyCheck::validate);
     // async_raw, waiting for the answer (not from a client callback: `internal` then).
     Result<ResponseFrame> call_raw(std::string_view op, const msgpack::object& request,
                                    CallOptions opts = {});
@@ -260,7 +282,7 @@ public:
 
 private:
     class Impl;
-    std::unique_ptr<Impl> impl_;
+    std::shared_ptr<Impl> impl_;
 };
 
 }  // namespace dueq::client

@@ -67,6 +67,7 @@ struct ResponseFrame {
     Error error;  // meaningful when !ok
     std::shared_ptr<msgpack::object_handle> handle;
     const msgpack::object* map = nullptr;
+    std::string body;  // the frame's bytes: filled for Client::async_forward only
 };
 
 // Decodes a frame body (the bytes after the length). The body is bounds-checked

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "client/forward.h"
 #include "net/frame.h"
 #include "shard/request_map.h"
 #include "shard/sharded_client.h"
@@ -111,53 +112,63 @@ client::Client& Router::client_for(std::size_t shard) {
         o.call_timeout = options_.call_timeout;
         o.token = options_.token;
         o.tls = options_.tls;
-        c = std::make_unique<client::Client>(std::move(o));
+        c = std::make_unique<client::Client>(io_, std::move(o));
     }
     return *c;
+}
+
+Router::Done Router::on_this_loop(Done done) {
+    // The client runs on io_ too, so this runs on the router's thread, but possibly while
+    // the router is being destroyed or is swapping its clients (a client completes its calls
+    // as it closes): it touches nothing of the router but the io_context, and `done` runs
+    // on a later turn of the loop.
+    return [io = &io_, alive = std::weak_ptr<bool>(alive_),
+            done = std::move(done)](client::Result<client::ResponseFrame> r) mutable {
+        asio::post(*io, [alive, done = std::move(done), r = std::move(r)]() mutable {
+            if (auto a = alive.lock(); a && *a) done(std::move(r));
+        });
+    };
 }
 
 void Router::call(std::size_t shard, std::string_view op, const msgpack::object& request, Done done,
                   std::chrono::milliseconds extra_wait,
                   std::optional<std::chrono::milliseconds> timeout) {
-    std::weak_ptr<bool> alive = alive_;
-    // Runs on the client's thread, possibly while the router is being destroyed (a client
-    // completes its calls as it closes): it touches nothing of the router but the io_context.
-    auto on_answer = [io = &io_, alive,
-                      done = std::move(done)](client::Result<client::ResponseFrame> r) mutable {
-        asio::post(*io, [alive, done = std::move(done), r = std::move(r)]() mutable {
-            if (auto a = alive.lock(); a && *a) done(std::move(r));
-        });
-    };
-    client_for(shard).async_raw(op, request, std::move(on_answer), {.timeout = timeout}, extra_wait,
-                                {{std::string(wire::field::forwarded), true}});
+    client_for(shard).async_raw(op, request, on_this_loop(std::move(done)), {.timeout = timeout},
+                                extra_wait, {{std::string(wire::field::forwarded), true}});
 }
 
 void Router::relay(std::size_t shard, std::string_view op, std::string_view body,
                    std::uint64_t reply_id, Relayed done) {
-    auto request = client::unpack_request(body);
-    if (!request.ok())
-        return done(wire::Code::bad_request,
-                    net::error_frame(reply_id, wire::Code::bad_request, request.error().message));
-    // The handle owns the unpacked request until the client has copied it into its frame.
-    const auto handle = *request;
-    relay_to(shard, std::string(op), handle, reply_id, std::move(done), true);
+    relay_to(shard, std::string(op), std::make_shared<const std::string>(body), reply_id,
+             std::move(done), true);
 }
 
-void Router::relay_to(std::size_t shard, std::string op, MsgHandle request, std::uint64_t reply_id,
-                      Relayed done, bool may_follow) {
-    call(shard, op, request->get(),
-         [this, alive = std::weak_ptr<bool>(alive_), shard, op, request, reply_id, may_follow,
-          name = map_.shards.at(shard).name,
-          done = std::move(done)](client::Result<client::ResponseFrame> r) mutable {
-             if (!r.ok()) return done(r.error().code, no_answer_frame(reply_id, name, r.error()));
-             // The shard let the bucket go (a move this router had not heard of): learn its
-             // owner from the answer and send it there, once.
-             if (!r->ok && r->error.code == wire::Code::wrong_shard && may_follow && alive.lock()) {
-                 if (auto next = follow_wrong_shard(*r->map); next && *next != shard)
-                     return relay_to(*next, op, request, reply_id, std::move(done), false);
-             }
-             done(r->ok ? wire::Code::ok : r->error.code, client::repack_with_id(*r->map, reply_id));
-         });
+void Router::relay_to(std::size_t shard, std::string op, std::shared_ptr<const std::string> body,
+                      std::uint64_t reply_id, Relayed done, bool may_follow) {
+    auto answer = [this, alive = std::weak_ptr<bool>(alive_), shard, op, body, reply_id, may_follow,
+                   name = map_.shards.at(shard).name,
+                   done = std::move(done)](client::Result<client::ResponseFrame> r) mutable {
+        if (!r.ok() && r.error().code == wire::Code::bad_request)  // the body never left
+            return done(r.error().code,
+                        net::error_frame(reply_id, r.error().code, r.error().message));
+        if (!r.ok()) return done(r.error().code, no_answer_frame(reply_id, name, r.error()));
+        // The shard let the bucket go (a move this router had not heard of): learn its
+        // owner from the answer and send it there, once.
+        if (!r->ok && r->error.code == wire::Code::wrong_shard && may_follow && alive.lock()) {
+            if (auto next = follow_wrong_shard(*r->map); next && *next != shard)
+                return relay_to(*next, op, body, reply_id, std::move(done), false);
+        }
+        // The shard's bytes go back as they came, under the client's id.
+        auto frame =
+            client::frame_with_id(r->body, reply_id, {}, client::BodyCheck::already_validated);
+        if (!frame.ok())
+            return done(wire::Code::internal,
+                        net::error_frame(reply_id, wire::Code::internal, frame.error().message));
+        done(r->ok ? wire::Code::ok : r->error.code, std::move(frame).value());
+    };
+    client_for(shard).async_forward(
+        op, *body, on_this_loop(std::move(answer)), {}, std::chrono::milliseconds(0),
+        {{std::string(wire::field::forwarded), true}}, client::BodyCheck::already_validated);
 }
 
 std::optional<std::size_t> Router::follow_wrong_shard(const msgpack::object& answer) {

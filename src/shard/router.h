@@ -74,6 +74,7 @@ class Router {
     // to shard `shard` with call(); `done` gets the answer as a frame for that client, under
     // its own `reply_id`, and the answer's code: the shard's, or timeout / unavailable when
     // no answer came (no_answer_frame), or bad_request when the body does not unpack.
+    // `body` must have passed wire::validate (net::decode_request walks every frame).
     using Relayed = std::function<void(wire::Code code, std::string frame)>;
     void relay(std::size_t shard, std::string_view op, std::string_view body,
                std::uint64_t reply_id, Relayed done);
@@ -88,8 +89,10 @@ class Router {
     client::Client& client_for(std::size_t shard);
     // relay(), to shard `shard`; `may_follow`: a wrong_shard answer naming a moved bucket's
     // new owner is learned and the request sent there (once).
-    void relay_to(std::size_t shard, std::string op, MsgHandle request, std::uint64_t reply_id,
-                  Relayed done, bool may_follow);
+    void relay_to(std::size_t shard, std::string op, std::shared_ptr<const std::string> body,
+                  std::uint64_t reply_id, Relayed done, bool may_follow);
+    // `done` wrapped to run on a later turn of io_, and never once the router is gone.
+    Done on_this_loop(Done done);
     // From a wrong_shard answer: the shard its bucket belongs to (learned), or nullopt.
     std::optional<std::size_t> follow_wrong_shard(const msgpack::object& answer);
     void discover();
@@ -101,8 +104,8 @@ class Router {
     ShardMap map_;
     RouterOptions options_;
     std::vector<std::unique_ptr<client::Client>> clients_;  // by shard index; null until used
-    // Callbacks come on the clients' own threads and are posted here; once the router is
-    // gone they must not run.
+    // The clients run on io_ (no thread between a request and its answer); their callbacks
+    // are posted to a later turn, and once the router is gone they must not run.
     std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
