@@ -51,19 +51,7 @@ TEST_CASE("a relayed request keeps every field, takes the relay's id, and is mar
         shard::pack_str(pk, "payload"), pk.pack_array(2), pk.pack(1), pk.pack(2);
     });
     const std::string frame = client::repack_with_id(request->get(), 900, {{"forwarded", true}});
-    const auto n = (std::uint32_t(std::uint8_t(frame[0])) << 24) |
-                   (std::uint32_t(std::uint8_t(frame[1])) << 16) |
-                   (std::uint32_t(std::uint8_t(frame[2])) << 8) | std::uint8_t(frame[3]);
-    REQUIRE(n == frame.size() - 4);
-    auto handle = msgpack::unpack(frame.data() + 4, frame.size() - 4);
-    const auto& map = handle.get();
-    REQUIRE(map.type == msgpack::type::MAP);
-    std::map<std::string, std::string> fields;
-    for (std::uint32_t i = 0; i < map.via.map.size; ++i) {
-        std::ostringstream v;
-        v << map.via.map.ptr[i].val;
-        fields[map.via.map.ptr[i].key.as<std::string>()] = v.str();
-    }
+    auto fields = read_frame(frame);
     CHECK(fields.size() == 5);  // op, id (once), key, payload, forwarded
     CHECK(fields["id"] == "900");
     CHECK(fields["op"] == "\"put\"");
