@@ -171,14 +171,18 @@ void MoveDriver::build_chunks(shard::Bucket b, const shard::BucketState& st, Mov
         c.step = {MoveStep::chunk, b, st.gen, own_, i, i + 1 == parts.size()};
         c.bucket_count = store.move_bucket_count();
         c.lease_floor = store.next_lease_id();
-        m.chunks.push_back(queue::encode_command(c));
+        m.chunks.push_back(std::move(c));
     }
 }
 
 void MoveDriver::send_next_chunk(shard::Bucket b, const std::string& to) {
     Moving& m = moving_.at(b);
     m.busy = true;
-    io_.send(to, m.chunks[m.next_chunk],
+    // Stamped now, not when the copy was made: the destination pushes the chunk's lease ends
+    // back by the time since the stamp, and a retry must not add the wait before it.
+    queue::MoveBucket& chunk = m.chunks[m.next_chunk];
+    chunk.sent_at = io_.now();
+    io_.send(to, queue::encode_command(chunk),
              [this, alive = std::weak_ptr<bool>(alive_), b, to, epoch = epoch_,
               gen = m.progress.gen](std::optional<MoveStepAnswer> a) {
                  if (!alive.lock()) return;

@@ -10,7 +10,8 @@
 // its state of the bucket; replays are harmless: a step of another generation, or one
 // already applied, changes nothing.
 //
-// Not thread-safe: the node's event loop owns it. Reads no clock: time comes in.
+// Not thread-safe: the node's event loop owns it. Reads no clock of its own: time comes in
+// with tick and through Io::now.
 #pragma once
 
 #include <cstdint>
@@ -61,6 +62,8 @@ class MoveDriver {
         std::function<void(const std::string& to, std::string step,
                            std::function<void(std::optional<MoveStepAnswer>)> done)>
             send;
+        // This node's clock: a chunk is stamped with it as it is sent (MoveBucket::sent_at).
+        std::function<std::int64_t()> now;
     };
     MoveDriver(Io io, std::string own_shard);
 
@@ -85,7 +88,7 @@ class MoveDriver {
         shard::MoveProgress progress;
         bool busy = false;                // a request or proposal in flight
         std::int64_t retry_at = 0;        // not before this (after a failure)
-        std::vector<std::string> chunks;  // the encoded chunks of the copy being sent
+        std::vector<queue::MoveBucket> chunks;  // the copy being sent, encoded as each goes
         std::uint32_t next_chunk = 0;
         std::uint64_t records = 0;
     };

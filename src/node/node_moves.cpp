@@ -72,6 +72,7 @@ void Node::drive_moves() {
                     done(r.ok() && r->ok ? read_move_step_answer(*r->map) : std::nullopt);
                 });
         };
+        io.now = [this] { return now_ms(); };
         move_driver_ =
             std::make_unique<MoveDriver>(std::move(io), router_->map().shards[own_shard_].name);
     }

@@ -142,6 +142,11 @@ struct MoveBucket {
     // that no id a key's leases had on the source is handed out again for it (a holder
     // whose lease ran out cannot ack a later lease of the same id).
     LeaseId lease_floor = 0;
+    // A chunk: the source leader's clock when it sent the chunk (0: not stamped). The
+    // destination applies the chunk at its own entry time `now`, and a lease carried in it
+    // ends max(0, now - sent_at) later: no earlier in real time than on the source, however
+    // far the destination's clock is ahead (the transit time is the price).
+    Millis sent_at = 0;
 };
 
 using Command = std::variant<Declare, Put, Delete, Take, Touch, Ack, Release, Bury, Kick,

@@ -16,10 +16,10 @@
 //  12 Merge          queue, key, task (bin, nil = deleted), hlc, base_hlc, origin
 //  13 MoveBucket     step, bucket, gen, peer, chunk, last, bucket_count, records (bin:
 //                    [queue (str), key (bin), record (bin)] arrays one after another),
-//                    lease_floor
+//                    lease_floor, sent_at
 //
 // Tags are stable forever. A new field goes at the end of its command, and decode keeps
-// reading entries written before it (field_count_before); anything else needs a new
+// reading entries written before it (oldest_field_count); anything else needs a new
 // format number.
 #include "queue/command_codec.h"
 
@@ -53,15 +53,15 @@ constexpr std::uint64_t tag_of() {
 
 // Number of fields after [format, tag].
 constexpr std::uint32_t field_count(std::uint64_t tag) {
-    constexpr std::uint32_t counts[] = {0, 7, 5, 2, 5, 4, 5, 4, 3, 3, 1, 0, 6, 9};
+    constexpr std::uint32_t counts[] = {0, 7, 5, 2, 5, 4, 5, 4, 3, 3, 1, 0, 6, 10};
     return tag < std::size(counts) ? counts[tag] : 0;
 }
-// The field count of entries written before the last field was added (Declare had no
-// `autonomous`, Kick no `only_key`, MoveBucket no `lease_floor`); the same as field_count
-// for commands never extended.
+// The field count of the oldest entries still read (Declare had no `autonomous`, Kick no
+// `only_key`, MoveBucket neither `lease_floor` nor `sent_at`); the same as field_count for
+// commands never extended. Every count in between is read too.
 // A Kick without only_key is still written the old way, so that a replica of an older
 // version reads it.
-constexpr std::uint32_t field_count_before(std::uint64_t tag) {
+constexpr std::uint32_t oldest_field_count(std::uint64_t tag) {
     return tag == 1 ? 6 : tag == 9 ? 2 : tag == 13 ? 8 : field_count(tag);
 }
 constexpr bool known_tag(std::uint64_t tag) {
@@ -165,6 +165,7 @@ void pack_fields(Packer& p, const MoveBucket& c) {
     }
     detail::pack_bytes(p, records);
     p.pack(c.lease_floor);
+    p.pack(c.sent_at);
 }
 
 using detail::read_bool;
@@ -262,6 +263,7 @@ bool read_fields(const msgpack::object* f, std::uint32_t n, MoveBucket& c) {
         return false;
     c.step.step = static_cast<shard::MoveStep>(step);
     if (n > 8 && !read_uint_as(f[8], &c.lease_floor)) return false;
+    if (n > 9 && !read_int(f[9], &c.sent_at)) return false;
     return read_records(records, &c.records);
 }
 // Commands that never gained a field read the same whatever the count (checked by the
@@ -305,7 +307,7 @@ std::string encode_command(const Command& cmd) {
             out.reserve(size);
             std::uint32_t fields = field_count(tag_of<T>());
             if constexpr (std::is_same_v<T, Kick>)
-                if (!c.only_key) fields = field_count_before(tag_of<T>());
+                if (!c.only_key) fields = oldest_field_count(tag_of<T>());
             p.pack_array(2 + fields);
             p.pack(kFormat);
             p.pack(tag_of<T>());
@@ -391,7 +393,7 @@ std::optional<Command> decode_command(std::string_view bytes) {
     std::uint64_t format = 0, tag = 0;
     if (n < 2 || !detail::read_uint(a[0], 255, &format) || format != kFormat) return std::nullopt;
     if (!detail::read_uint(a[1], 255, &tag) || !known_tag(tag)) return std::nullopt;
-    if (n != 2 + field_count(tag) && n != 2 + field_count_before(tag)) return std::nullopt;
+    if (n < 2 + oldest_field_count(tag) || n > 2 + field_count(tag)) return std::nullopt;
     return decode_alternative(tag, a + 2, n - 2);
 }
 

@@ -54,14 +54,24 @@ std::optional<Result> check_records(const MoveBucket& c) {
 }
 
 Result add_records(detail::StoreState& s, const MoveBucket& c, Millis now) {
+    // A lease's end is a time of the source's clock. Read by this shard's clock, which may be
+    // ahead, it would end early and a second worker could take the task while the first
+    // still holds it; pushed back by how far `now` is past the send, it ends no earlier in
+    // real time than the source would have ended it.
+    const Millis lease_shift = c.sent_at > 0 && now > c.sent_at ? now - c.sent_at : 0;
     std::vector<detail::Queue*> touched;
     for (const MovedRecord& r : c.records) {
         if (!s.load_task(r.queue, r.key, r.record))
             return Result::error(Code::internal, "a moved record does not decode");
         detail::Queue* q = s.find_queue(r.queue);
-        if (detail::Task* t = s.table.find(q->id, r.key))
+        if (detail::Task* t = s.table.find(q->id, r.key)) {
+            if (lease_shift > 0 && t->state() == detail::State::taken) {
+                s.unlink(*q, t);
+                t->aux = std::min(detail::sat_add(t->aux, lease_shift), detail::kMaxStoredTime);
+                s.link(*q, t);
+            }
             s.mark_changed(t);
-        else
+        } else
             s.changes.emplace_back(q->id, r.key);  // a tombstone
         if (std::find(touched.begin(), touched.end(), q) == touched.end()) touched.push_back(q);
     }

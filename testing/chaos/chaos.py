@@ -62,8 +62,7 @@ class Run:
 
     def kinds(self):
         if self.scenario == "mix":
-            # Membership changes need spare machines, which the sharded harness has not.
-            return [k for k in nemesis.ALL if not (self.args.shards > 1 and "spares" in k.needs)]
+            return list(nemesis.ALL)
         return [nemesis.BY_NAME[self.scenario]]
 
     def execute(self):
@@ -76,8 +75,8 @@ class Run:
                        ttr_ms=a.ttr_ms, log=self.say, tls=a.tls)
         if a.moves:
             options["moves"] = True
-        if needs.get("spares") and a.shards <= 1:
-            options["spares"] = needs["spares"]
+        if needs.get("spares"):
+            options["spares"] = needs["spares"]  # each shard's own, with --shards
         where = os.path.join(self.dir, "cluster")
         c = (ShardedCluster(a.build, where, a.shards, **options) if a.shards > 1
              else Cluster(a.build, where, **options))

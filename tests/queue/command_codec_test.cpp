@@ -67,6 +67,45 @@ TEST_CASE("a Declare logged before `autonomous` existed still decodes", "[queue]
     CHECK_FALSE(c.autonomous);
 }
 
+TEST_CASE("a MoveBucket logged before lease_floor or sent_at existed still decodes",
+          "[queue][codec]") {
+    // [format, tag, step, bucket, gen, peer, chunk, last, bucket_count, records, lease_floor,
+    //  sent_at], cut to the fields each older version wrote.
+    auto logged = [](std::uint32_t fields) {
+        msgpack::sbuffer buf;
+        msgpack::packer<msgpack::sbuffer> p(buf);
+        p.pack_array(2 + fields);
+        p.pack(1);
+        p.pack(13);
+        const std::uint64_t values[] = {3, 5, 2};  // chunk, bucket 5, generation 2
+        for (auto v : values)
+            p.pack(v);
+        p.pack(std::string("a"));
+        p.pack(0);
+        p.pack(true);
+        p.pack(16);
+        if (fields > 7) p.pack_bin(0);
+        if (fields > 8) p.pack(77);
+        if (fields > 9) p.pack(std::int64_t{1'700'000'000'123});
+        if (fields > 10) p.pack(1);
+        return std::string(buf.data(), buf.size());
+    };
+    for (std::uint32_t fields : {8u, 9u, 10u}) {
+        auto d = decode_command(logged(fields));
+        REQUIRE(d.has_value());
+        const auto& c = std::get<MoveBucket>(*d);
+        CHECK(c.step.bucket == 5);
+        CHECK(c.lease_floor == (fields > 8 ? 77u : 0u));
+        CHECK(c.sent_at == (fields > 9 ? 1'700'000'000'123 : 0));
+    }
+    CHECK_FALSE(decode_command(logged(7)));
+    CHECK_FALSE(decode_command(logged(11)));
+    MoveBucket m;
+    m.step.step = dueq::shard::MoveStep::chunk;
+    m.sent_at = 1'700'000'000'456;
+    CHECK(round_trip(m).sent_at == m.sent_at);
+}
+
 TEST_CASE("Merge round-trips, with a task and as a deletion", "[queue][codec]") {
     Merge m{"q", kBinary, std::string("\x93\x01\x02", 3), 7ull << 40, 3, 2};
     Merge r = round_trip(m);

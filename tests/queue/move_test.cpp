@@ -234,3 +234,56 @@ TEST_CASE("a moving bucket's keys are not written, and takes pass over its tasks
     // A moved bucket's keys are not written on the source any more.
     CHECK(src.apply(Put{"q", moving[0], "\xa1w"}, T0 + 10).code == Code::moving);
 }
+
+TEST_CASE("a moved lease ends no earlier in real time than on the source") {
+    // The source's clock reads T0 when it sends; the destination's clock is 700 ms ahead,
+    // and the chunk arrives 20 ms later, so the destination applies it at T0 + 720. Read by
+    // the destination's clock unchanged, the lease would end 700 ms early.
+    constexpr Millis kAhead = 700, kTransit = 20, kTtr = 60'000;
+    Store src, dst;
+    Declare d{"q"};
+    d.ttr_ms = kTtr;
+    for (Store* s : {&src, &dst})
+        REQUIRE(s->apply(d, T0 - 1000).ok());
+    const auto keys = keys_in(3, 2);
+    for (const auto& k : keys)
+        REQUIRE(src.apply(Put{"q", k, "\xa1v", T0 - 1000}, T0 - 1000).ok());
+    Take one{"q", 1};
+    const Result held = src.apply(one, T0 - 1000);
+    REQUIRE(held.tasks.size() == 1);
+    const Millis lease_end = held.tasks[0].lease_until;
+    REQUIRE(lease_end == T0 - 1000 + kTtr);
+    REQUIRE(src.apply(step(MoveStep::begin, 3, 1, "b"), T0).ok());
+    MoveBucket chunk = step(MoveStep::chunk, 3, 1, "a");
+    chunk.step.last = true;
+    src.bucket_records(
+        3, kBuckets, [&](std::string_view q, std::string_view k, std::string_view rec) {
+            chunk.records.push_back({std::string(q), std::string(k), std::string(rec)});
+        });
+    chunk.sent_at = T0;
+    const auto decoded = decode_command(encode_command(chunk));
+    REQUIRE(decoded);
+    REQUIRE(std::get<MoveBucket>(*decoded).sent_at == T0);
+    const Millis arrival = T0 + kAhead + kTransit;
+    REQUIRE(dst.apply(*decoded, arrival).ok());
+    CHECK(dst.get("q", held.tasks[0].key)->lease_until == lease_end + kAhead + kTransit);
+    // Only the lease moves: the ready task's due time is the user's, not a clock's.
+    const std::string& ready = held.tasks[0].key == keys[0] ? keys[1] : keys[0];
+    CHECK(dst.get("q", ready)->time == T0 - 1000);
+    REQUIRE(src.apply(step(MoveStep::sent, 3, 1), T0 + 1).ok());
+    REQUIRE(dst.apply(step(MoveStep::activate, 3, 1), arrival + 1).ok());
+    // When the source's clock reaches the lease's end, the destination's reads 700 ms more:
+    // the task is still held there, and no second worker gets it.
+    const Millis source_end_on_dst = lease_end + kAhead;
+    CHECK(dst.apply(Take{"q", 10}, source_end_on_dst).tasks.size() == 1);  // the ready one
+    CHECK(dst.apply(Take{"q", 10}, source_end_on_dst + kTransit - 1).tasks.empty());
+    // After the shifted end, the task is handed out again.
+    CHECK(dst.apply(Take{"q", 10}, source_end_on_dst + kTransit + 1).tasks.size() == 1);
+
+    // A chunk stamped later than the destination's time (its clock behind) moves no lease.
+    Store behind;
+    REQUIRE(behind.apply(d, T0 - 1000).ok());
+    chunk.sent_at = T0 + 5000;
+    REQUIRE(behind.apply(chunk, T0 + 10).ok());
+    CHECK(behind.get("q", held.tasks[0].key)->lease_until == lease_end);
+}
