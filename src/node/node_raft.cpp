@@ -278,7 +278,7 @@ std::optional<std::string> Node::start_sharding() {
     // little more covers the hop, and stays within a client's usual 5 s.
     options.call_timeout = std::chrono::milliseconds(config_.raft.proposal_timeout_ms + 500);
     router_ = std::make_unique<shard::Router>(io_, std::move(map), std::move(options));
-    if (!config_.shard_map_file.empty()) router_->start_discovery(own_shard_);
+    if (!config_.shard_map_file.empty()) router_->start_discovery(own_shard_, config_.node_id);
     return std::nullopt;
 }
 
@@ -300,7 +300,7 @@ std::string Node::reload_shard_map() {
                  next->shards.size());
     own_shard_ = *next->find(config_.shard_name);
     router_->set_map(std::move(*next));
-    router_->start_discovery(own_shard_);
+    router_->start_discovery(own_shard_, config_.node_id);
     return "";
 }
 

@@ -38,6 +38,7 @@ void Router::set_map(ShardMap next) {
     }
     clients_ = std::move(kept);  // the others are destroyed: their calls end `unavailable`
     map_ = std::move(next);
+    peers_.reset();  // the own shard may be listed anew: made again from the new map
 }
 
 bool Router::learn_members(const std::string& name, std::vector<ShardMember> members,
@@ -60,6 +61,12 @@ bool Router::learn_members(const std::string& name, std::vector<ShardMember> mem
             seeds.push_back(m.client);
         clients_[*i]->set_seeds(std::move(seeds));
     }
+    if (own_ && *own_ == *i && peers_) {
+        if (auto seeds = peer_seeds(); !seeds.empty())
+            peers_->set_seeds(std::move(seeds));
+        else
+            peers_.reset();
+    }
     return true;
 }
 
@@ -70,36 +77,60 @@ bool Router::learn_owner(Bucket b, std::string_view name, MoveGen gen) {
     return true;
 }
 
-void Router::start_discovery(std::optional<std::size_t> own) {
+void Router::start_discovery(std::optional<std::size_t> own, std::string self) {
+    if (own_ != own || self_ != self) peers_.reset();
     own_ = own;
+    self_ = std::move(self);
     if (!discovery_timer_) discovery_timer_ = std::make_unique<asio::steady_timer>(io_);
     discovery_timer_->expires_after(options_.discovery_every);
     discovery_timer_->async_wait([this, alive = std::weak_ptr<bool>(alive_)](auto ec) {
         if (ec || !alive.lock()) return;
         discover();
-        start_discovery(own_);
+        start_discovery(own_, self_);
     });
 }
 
 void Router::discover() {
     const auto request = request_map(wire::op_name(wire::Op::shards), 0);
+    auto learn = [this, request](client::Result<client::ResponseFrame> r) {
+        if (!r.ok() || !r->ok) return;  // the next round asks again
+        const auto answer = map_from_answer(*r->map);
+        if (!answer) return;
+        for (const auto& s : answer->shards)
+            learn_members(s.name, s.members, s.membership_index);
+        if (answer->bucket_count != map_.bucket_count) return;
+        for (Bucket b = 0; b < answer->owner_gen.size(); ++b)
+            if (answer->owner_gen[b] > map_.gen_of(b))
+                learn_owner(b, answer->shards[answer->owner[b]].name, answer->owner_gen[b]);
+    };
     for (std::size_t i = 0; i < map_.shards.size(); ++i) {
-        if (own_ && *own_ == i) continue;
-        call(
-            i, wire::op_name(wire::Op::shards), request->get(),
-            [this, request](client::Result<client::ResponseFrame> r) {
-                if (!r.ok() || !r->ok) return;  // the next round asks again
-                const auto answer = map_from_answer(*r->map);
-                if (!answer) return;
-                for (const auto& s : answer->shards)
-                    learn_members(s.name, s.members, s.membership_index);
-                if (answer->bucket_count != map_.bucket_count) return;
-                for (Bucket b = 0; b < answer->owner_gen.size(); ++b)
-                    if (answer->owner_gen[b] > map_.gen_of(b))
-                        learn_owner(b, answer->shards[answer->owner[b]].name, answer->owner_gen[b]);
-            },
-            std::chrono::milliseconds(0), options_.discovery_every);
+        client::Client* c = own_ && *own_ == i ? peers_client() : &client_for(i);
+        if (c)
+            call_on(*c, wire::op_name(wire::Op::shards), request->get(), learn,
+                    std::chrono::milliseconds(0), options_.discovery_every);
     }
+}
+
+std::vector<std::string> Router::peer_seeds() const {
+    std::vector<std::string> seeds;
+    if (!own_) return seeds;
+    for (const auto& m : map_.shards.at(*own_).members)
+        if (m.id != self_) seeds.push_back(m.client);
+    return seeds;
+}
+
+client::Client* Router::peers_client() {
+    if (!peers_) {
+        auto seeds = peer_seeds();
+        if (seeds.empty()) return nullptr;
+        client::ClientOptions o;
+        o.seeds = std::move(seeds);
+        o.call_timeout = options_.call_timeout;
+        o.token = options_.token;
+        o.tls = options_.tls;
+        peers_ = std::make_unique<client::Client>(io_, std::move(o));
+    }
+    return peers_.get();
 }
 
 client::Client& Router::client_for(std::size_t shard) {
@@ -133,8 +164,14 @@ Router::Done Router::on_this_loop(Done done) {
 void Router::call(std::size_t shard, std::string_view op, const msgpack::object& request, Done done,
                   std::chrono::milliseconds extra_wait,
                   std::optional<std::chrono::milliseconds> timeout) {
-    client_for(shard).async_raw(op, request, on_this_loop(std::move(done)), {.timeout = timeout},
-                                extra_wait, {{std::string(wire::field::forwarded), true}});
+    call_on(client_for(shard), op, request, std::move(done), extra_wait, timeout);
+}
+
+void Router::call_on(client::Client& c, std::string_view op, const msgpack::object& request,
+                     Done done, std::chrono::milliseconds extra_wait,
+                     std::optional<std::chrono::milliseconds> timeout) {
+    c.async_raw(op, request, on_this_loop(std::move(done)), {.timeout = timeout}, extra_wait,
+                {{std::string(wire::field::forwarded), true}});
 }
 
 void Router::relay(std::size_t shard, std::string_view op, std::string_view body,

@@ -55,13 +55,16 @@ class Router {
     // move table, or another router's answer): ShardMap::learn_owner. Returns whether it
     // changed anything.
     bool learn_owner(Bucket b, std::string_view name, MoveGen gen);
-    // Every `discovery_every`, asks each shard but `own` (a node's own shard; a proxy:
-    // none) for the map it routes by and learns the members of every shard in the answer
-    // (a shard's nodes know their own membership; others pass on what they learned), and
-    // the owners of moved buckets with their generations. So
-    // members added to a shard are reached, and a shard whose map-file members were all
-    // replaced is still found, without editing the map file.
-    void start_discovery(std::optional<std::size_t> own);
+    // Every `discovery_every`, asks each shard for the map it routes by and learns the
+    // members of every shard in the answer (a shard's nodes know their own membership;
+    // others pass on what they learned), and the owners of moved buckets with their
+    // generations. So members added to a shard are reached, and a shard whose map-file
+    // members were all replaced is still found, without editing the map file.
+    // A node passes its own shard `own` and its member id `self`: its own shard is asked
+    // through its other members, so that a node that joined or restarted after every member
+    // the file lists for another shard was replaced learns where that shard is now from its
+    // peers, who followed the change. A proxy passes neither.
+    void start_discovery(std::optional<std::size_t> own, std::string self = "");
 
     using Done = std::function<void(client::Result<client::ResponseFrame>)>;
     // Sends `request` (a client's request map) to shard `shard`, marked as forwarded.
@@ -87,6 +90,13 @@ class Router {
     std::string known_leader(std::size_t shard) const;
   private:
     client::Client& client_for(std::size_t shard);
+    // A client of the own shard's other members (start_discovery), or null when it has none.
+    client::Client* peers_client();
+    void call_on(client::Client& c, std::string_view op, const msgpack::object& request,
+                 Done done, std::chrono::milliseconds extra_wait,
+                 std::optional<std::chrono::milliseconds> timeout);
+    // The own shard's members but this node, as seeds.
+    std::vector<std::string> peer_seeds() const;
     // relay(), to shard `shard`; `may_follow`: a wrong_shard answer naming a moved bucket's
     // new owner is learned and the request sent there (once).
     void relay_to(std::size_t shard, std::string op, std::shared_ptr<const std::string> body,
@@ -98,6 +108,8 @@ class Router {
     void discover();
 
     std::optional<std::size_t> own_;
+    std::string self_;                        // this node's member id in its own shard
+    std::unique_ptr<client::Client> peers_;  // peers_client(); null until used
     std::unique_ptr<boost::asio::steady_timer> discovery_timer_;
 
     boost::asio::io_context& io_;

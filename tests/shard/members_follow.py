@@ -12,7 +12,9 @@ lists for shard a is left. Then:
 - every key written before is read back through the proxy and through shard b's node, and
   new keys of shard a are written through both;
 - a proxy restarted from the stale map file finds shard a again (shard b's nodes pass on
-  what they learned) and serves its keys.
+  what they learned) and serves its keys;
+- a machine that joins shard b now, started from the stale map file, finds shard a again
+  (its own shard's members pass on what they learned) and forwards to it.
 Exit 0 on pass."""
 import json
 import os
@@ -111,7 +113,16 @@ def run(build, work):
         sc.restart("p1")
         if problem := wait_members(sc, proxy, want):
             return "restarted proxy: " + problem
-        return read_all(sc, proxy, written)
+        if problem := read_all(sc, proxy, written):
+            return problem
+        # Every seed the file lists for shard a is gone, so only shard b's members can tell
+        # a new member of b where shard a is now.
+        joined = b.next_spare()
+        b.add_member(joined)
+        joined_addr = f"127.0.0.1:{b.client_port[joined]}"
+        if problem := wait_members(sc, joined_addr, want):
+            return f"new member {joined} of shard b: " + problem
+        return read_all(sc, joined_addr, written)
     finally:
         sc.stop()
 
