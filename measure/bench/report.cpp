@@ -224,6 +224,45 @@ void cluster(std::ostringstream& md, const Results& res) {
     md << "\n";
 }
 
+// The one-deep put rows beside what the machine allows them (measure/floor, the same run):
+// a round trip (fsync never), a round trip and a sync (one node), and a round trip, a sync
+// and the followers' hop back (three nodes: the leader's sync and theirs run side by side).
+void against_floor(std::ostringstream& md, const Results& res) {
+    const auto* f = res.file("floor");
+    if (!f) return;
+    const double rtt = get_d(f, {"rtt_us", "p50"}), sync = get_d(f, {"fdatasync_us", "p50"});
+    if (rtt <= 0 || sync <= 0) return;
+    md << "## Against the floor\n\n"
+          "`dueq-floor` (`measure/floor`), in the same run: a loopback TCP round trip of a "
+          "256-byte request and a 32-byte answer between two threads with blocking sockets, "
+          "p50 **"
+       << us(rtt) << "** (p99 " << us(get_d(f, {"rtt_us", "p99"}))
+       << "); an append of a 256-byte record to a pre-zeroed WAL file and its fdatasync, p50 **"
+       << us(sync) << "** (p99 " << us(get_d(f, {"fdatasync_us", "p99"}))
+       << "). A put 1 × 1 can answer no sooner than its floor; *times the floor* is its p50 "
+          "over that.\n\n"
+          "| row | dueq put p50 | floor | times the floor |\n|---|---|---|---|\n";
+    struct Row {
+        const char* label;
+        const char* file;
+        const char* floor_label;
+        double floor;
+    };
+    for (const Row row :
+         {Row{"one node, fsync never", "single-never-dueq-put-c1-d1", "round trip", rtt},
+          Row{"one node, fsync always", "single-always-dueq-put-c1-d1", "round trip + sync",
+              rtt + sync},
+          Row{"three nodes, fsync always", "cluster-dueq-put-c1-d1",
+              "round trip + sync + round trip", 2 * rtt + sync}}) {
+        const auto* r = res.last(row.file);
+        if (!r) continue;
+        const double p50 = get_d(r, {"per_op", "put", "p50_us"});
+        md << "| " << row.label << " | " << us(p50) << " | " << row.floor_label << ": "
+           << us(row.floor) << " | " << num(p50 / row.floor, 2) << "× |\n";
+    }
+    md << "\n";
+}
+
 void drill(std::ostringstream& md, const Results& res) {
     const auto* dj = res.file("drill-dueq");
     const auto* tj = res.file("drill-tarantool");
@@ -347,6 +386,7 @@ std::string render_report(const std::string& dir) {
     }
     single_node(md, res);
     cluster(md, res);
+    against_floor(md, res);
     drill(md, res);
     memory(md, res);
     if (res.file("raft-batch-1") || res.file("raft-batch-64")) {

@@ -7,7 +7,7 @@
 #   measure/bench/run-all.sh                 the full run (about 40 minutes; a quiet machine)
 #   SCALE=small measure/bench/run-all.sh     the same steps at small scale (a few minutes)
 #   PARTS="single drill" measure/bench/run-all.sh   only some parts:
-#                                          single cluster drill memory raft (default: all)
+#                                          floor single cluster drill memory raft (default: all)
 #
 # Environment: BUILD_DIR (build), OUT (results directory, default a new /tmp dir),
 # PAGE (where the page goes: docs/benchmarks.md after a full run of every part, else
@@ -21,7 +21,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 export BUILD_DIR=${BUILD_DIR:-build}
 scale=${SCALE:-full}
-parts=${PARTS:-single cluster drill memory raft}
+parts=${PARTS:-floor single cluster drill memory raft}
 out=${OUT:-$(mktemp -d /tmp/dueq-bench.XXXXXX)}
 # Only a full run of every part replaces the page; anything less prints it.
 default_page=-
@@ -81,7 +81,7 @@ log "peers"
 "$peers/install-peers.sh"
 log "build ($BUILD_DIR)"
 [ -f "$BUILD_DIR/CMakeCache.txt" ] || cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-nice -n 10 cmake --build "$BUILD_DIR" --target dueqd dueq-bench dueq-queue-mem -j"${JOBS:-$(nproc)}" >/dev/null
+nice -n 10 cmake --build "$BUILD_DIR" --target dueqd dueq-bench dueq-queue-mem dueq-floor -j"${JOBS:-$(nproc)}" >/dev/null
 
 # Every figure is a ratio measured on shared cores: a build or a run that just ended
 # leaves the load average high for a minute or more, and the first rows would pay for it.
@@ -127,6 +127,16 @@ run() {
 # --- one node: dueq beside Tarantool -----------------------------------------------------
 # dueq fsync=never (the OS decides when the log reaches disk) is compared with
 # Tarantool's default wal_mode=write (the same), and fsync=always with wal_mode=fsync.
+# What the machine allows a one-deep request (measure/floor): the page sets the 1 x 1 rows
+# against it. A put's request and a log record are about 256 bytes with 200-byte payloads.
+floor() {
+  log "floor: loopback round trip and fdatasync"
+  local n=20000 syncs=2000
+  [ "$scale" = small ] && n=2000 syncs=200
+  "$BUILD_DIR/measure/floor/dueq-floor" --dir "$out/floor-dir" --json --round-trips "$n" \
+    --syncs "$syncs" --request-bytes 256 --answer-bytes 32 --record-bytes 256 >"$out/floor.json"
+}
+
 single() {
   local pair fsync wal
   for pair in never:write always:fsync; do
@@ -302,7 +312,7 @@ memory() {
 
 for part in $parts; do
   case $part in
-    single|cluster|drill|memory|raft) "$part" ;;
+    floor|single|cluster|drill|memory|raft) "$part" ;;
     *) echo "unknown part $part" >&2; exit 2 ;;
   esac
 done

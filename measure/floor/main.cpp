@@ -38,18 +38,21 @@ struct Options {
     std::size_t answer_bytes = 32;
     std::size_t syncs = 2000;
     std::size_t record_bytes = 256;
+    bool json = false;
 };
 
 const char* kUsage =
     "usage: dueq-floor --dir DIR [--round-trips N] [--request-bytes B] [--answer-bytes B]\n"
-    "                  [--syncs N] [--record-bytes B]\n"
+    "                  [--syncs N] [--record-bytes B] [--json]\n"
     "  The floor under a one-deep dueq request on this machine:\n"
     "  - N loopback TCP round trips (default 20000) of a B-byte request (default 64) and\n"
     "    a B-byte answer (default 32) between two threads;\n"
     "  - N appends of B bytes (default 2000 of 256) to a pre-zeroed WAL file in the new\n"
     "    directory DIR (removed afterwards), each followed by fdatasync.\n"
     "  Prints p50, p90 and p99 in microseconds, and a last line for scripts:\n"
-    "    floor rtt_p50_us=... fdatasync_p50_us=... one_node_always_us=... three_nodes_us=...\n";
+    "    floor rtt_p50_us=... fdatasync_p50_us=... one_node_always_us=... three_nodes_us=...\n"
+    "  --json: one JSON object instead (rtt_us and fdatasync_us, each {p50, p90, p99}), as\n"
+    "  measure/bench/run-all.sh keeps it for the page's \"Against the floor\".\n";
 
 [[noreturn]] void die(const std::string& what) {
     std::fprintf(stderr, "dueq-floor: %s\n", what.c_str());
@@ -146,6 +149,10 @@ bool parse(int argc, char** argv, Options& o) {
             std::fputs(kUsage, stdout);
             std::exit(0);
         }
+        if (a == "--json") {
+            o.json = true;
+            continue;
+        }
         if (i + 1 >= argc) return false;
         const char* v = argv[++i];
         if (a == "--dir") {
@@ -176,6 +183,19 @@ int main(int argc, char** argv) {
     const auto rtt = percentiles(loopback_round_trips(o));
     const auto sync = percentiles(appends_with_sync(o));
     std::filesystem::remove_all(o.dir);
+    if (o.json) {
+        auto obj = [](const Percentiles& p) {
+            char b[128];
+            std::snprintf(b, sizeof b, "{\"p50\": %.1f, \"p90\": %.1f, \"p99\": %.1f}", p.p50,
+                          p.p90, p.p99);
+            return std::string(b);
+        };
+        std::printf(
+            "{\"request_bytes\": %zu, \"answer_bytes\": %zu, \"record_bytes\": %zu, "
+            "\"rtt_us\": %s, \"fdatasync_us\": %s}\n",
+            o.request_bytes, o.answer_bytes, o.record_bytes, obj(rtt).c_str(), obj(sync).c_str());
+        return 0;
+    }
     std::printf("%-34s %10s %10s %10s\n", "", "p50 us", "p90 us", "p99 us");
     std::printf("%-34s %10.1f %10.1f %10.1f\n",
                 ("loopback round trip " + std::to_string(o.request_bytes) + "/" +
