@@ -344,6 +344,12 @@ private:
         });
     }
 
+    // An ok answer to async_forward goes on as its bytes: nothing reads its map.
+    bool wants_bytes_only(uint64_t id) const {
+        auto it = pending_.find(id);
+        return it != pending_.end() && it->second->keep_body;
+    }
+
     // `body`: the frame's bytes, valid for this call only.
     void on_response(const ConnPtr& conn, ResponseFrame frame, std::string_view body) {
         if (frame.id == 0) {
@@ -606,11 +612,17 @@ private:
             }
             const std::string_view body(conn->in.data() + at + kFrameHeaderBytes, len);
             at += kFrameHeaderBytes + len;
-            auto frame = decode_response(body, limits);
+            auto head = peek_response(body, limits);
             // An undecodable frame cannot be matched to its request, so the stream is no
             // longer trusted.
-            if (!frame.ok()) return close_conn(conn, frame.error().message);
+            if (!head.ok()) return close_conn(conn, head.error().message);
             conn->last_rx = Clock::now();
+            if (head->ok && wants_bytes_only(head->id)) {
+                on_response(conn, ResponseFrame{head->id, true, {}, nullptr, nullptr, {}}, body);
+                continue;
+            }
+            auto frame = decode_peeked_response(body, limits);
+            if (!frame.ok()) return close_conn(conn, frame.error().message);
             on_response(conn, std::move(frame).value(), body);
         }
         if (conn->state != Conn::State::open) return;

@@ -75,6 +75,17 @@ struct ResponseFrame {
 // max_frame_bytes), internal (not a msgpack map, no id, no ok, malformed error object).
 Result<ResponseFrame> decode_response(std::string_view body, const DecodeLimits& limits = {});
 
+// The id and ok of a response frame, read in place: a relay that passes an ok answer on as
+// its bytes needs no more, and skips msgpack-c's unpack. The body is checked as
+// decode_response checks it, with the same errors.
+struct ResponseHead {
+    uint64_t id = 0;
+    bool ok = false;
+};
+Result<ResponseHead> peek_response(std::string_view body, const DecodeLimits& limits = {});
+// decode_response of a body peek_response accepted: not checked again.
+Result<ResponseFrame> decode_peeked_response(std::string_view body, const DecodeLimits& limits);
+
 // Forwarding (dueq-proxy, a node relaying to another shard). `map` is a request or a
 // response as a msgpack map; the result is a whole frame holding the same entries with
 // "id" set to `id` (added if it was missing). Extra fields are put after the others, in

@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "client/codec.h"
+#include "wire/msgpack_reader.h"
 #include "wire/protocol.h"
 
 namespace dueq::client {
@@ -189,7 +190,7 @@ Status decode_peers(const msgpack::object& map, std::vector<PeerInfo>* out) {
 
 }  // namespace
 
-Result<ResponseFrame> decode_response(std::string_view body, const DecodeLimits& limits) {
+Result<ResponseHead> peek_response(std::string_view body, const DecodeLimits& limits) {
     if (body.size() > limits.max_frame_bytes) {
         return Error(Code::too_large, "response frame of " + std::to_string(body.size()) +
                                           " bytes exceeds the limit");
@@ -197,10 +198,33 @@ Result<ResponseFrame> decode_response(std::string_view body, const DecodeLimits&
     if (Status st = check_msgpack_value(body, limits.max_depth); !st.ok()) {
         return bad(st.error().message);
     }
-    if (body.empty() || !((static_cast<unsigned char>(body[0]) & 0xf0) == 0x80 ||
-                          body[0] == '\xde' || body[0] == '\xdf')) {
-        return bad("frame is not a msgpack map");
+    const wire::MsgValue top = wire::read_value(body);
+    if (top.type != wire::MsgType::map) return bad("frame is not a msgpack map");
+    ResponseHead head;
+    // As msgpack-c's lookup in decode_peeked_response: the first entry of a name counts.
+    std::optional<wire::MsgValue> id, ok;
+    for (wire::MapReader m(top); auto e = m.next();) {
+        const auto name = e->first.as_str();
+        if (name && *name == field::id && !id) id = e->second;
+        if (name && *name == field::ok && !ok) ok = e->second;
     }
+    if (!id) return bad("missing 'id'");
+    const auto id_value = id->as_uint();
+    if (!id_value) return bad("'id' is not an unsigned integer");
+    const auto ok_value = ok ? ok->as_bool() : std::nullopt;
+    if (!ok_value) return bad("missing boolean 'ok'");
+    head.id = *id_value;
+    head.ok = *ok_value;
+    return head;
+}
+
+Result<ResponseFrame> decode_response(std::string_view body, const DecodeLimits& limits) {
+    auto head = peek_response(body, limits);
+    if (!head.ok()) return head.error();
+    return decode_peeked_response(body, limits);
+}
+
+Result<ResponseFrame> decode_peeked_response(std::string_view body, const DecodeLimits& limits) {
     ResponseFrame frame;
     try {
         // The check above bounds every count by the body size; the limit is a backstop.

@@ -171,6 +171,39 @@ TEST_CASE("malformed responses are refused, never trusted", "[codec]") {
           Code::too_large);
 }
 
+TEST_CASE("peek_response reads id and ok in place, and refuses what decode_response does",
+          "[codec]") {
+    auto head = peek_response(body_of({{"ok", true}, {"id", 77}, {"version", 12}}));
+    REQUIRE(head.ok());
+    CHECK(head->id == 77);
+    CHECK(head->ok);
+    head = peek_response(body_of({{"id", 5}, {"ok", false}, {"error", {{"code", "moving"}}}}));
+    REQUIRE(head.ok());
+    CHECK_FALSE(head->ok);
+    // A non-negative id in a signed encoding is an unsigned integer to msgpack-c too.
+    head = peek_response(std::string("\x82\xa2id\xd0\x07\xa2ok\xc3", 10));
+    REQUIRE(head.ok());
+    CHECK(head->id == 7);
+    // The first entry of a repeated name counts, as in msgpack-c's lookup.
+    head = peek_response(std::string("\x83\xa2id\x01\xa2id\x02\xa2ok\xc3", 13));
+    REQUIRE(head.ok());
+    CHECK(head->id == 1);
+    const std::vector<std::string> bad = {
+        "", "\x01", body_of({{"ok", true}}), body_of({{"id", 1}}),
+        body_of({{"id", -1}, {"ok", true}}), body_of({{"id", 1}, {"ok", 1}}),
+        body_of({{"id", "1"}, {"ok", true}}), body_of({{"id", 1}, {"ok", true}}) + "x",
+        std::string("\xdf\xff\xff\xff\xff", 5)};
+    for (const auto& b : bad) {
+        INFO("body of " << b.size() << " bytes");
+        CHECK(peek_response(b).code() == Code::internal);
+        CHECK(decode_response(b).code() == Code::internal);
+    }
+    DecodeLimits small;
+    small.max_frame_bytes = 8;
+    CHECK(peek_response(body_of({{"id", 1}, {"ok", true}, {"x", "0123456789"}}), small).code() ==
+          Code::too_large);
+}
+
 TEST_CASE("a result with a field of the wrong type names the field", "[codec]") {
     auto frame = decode_response(body_of({{"id", 1}, {"ok", true}, {"version", "twelve"}}));
     PutResponse put;
