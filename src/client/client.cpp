@@ -621,7 +621,7 @@ private:
                 on_response(conn, ResponseFrame{head->id, true, {}, nullptr, nullptr, {}}, body);
                 continue;
             }
-            auto frame = decode_peeked_response(body, limits);
+            auto frame = decode_peeked_response(body, *head, limits);
             if (!frame.ok()) return close_conn(conn, frame.error().message);
             on_response(conn, std::move(frame).value(), body);
         }

@@ -203,8 +203,9 @@ public:
     // async_raw for a request still as bytes (`body`: the sender's msgpack map, as it
     // came): the entries are copied, not unpacked and repacked (client/forward.h), and the
     // answer's ResponseFrame::body holds the server's bytes for the caller to pass on the
-    // same way. An ok answer is not unpacked: its `map` is null (an error's is set). A body that is not a map completes with bad_request; `check` says whether
-    // it still needs the walk that proves it well formed (forward.h).
+    // same way. An ok answer is not unpacked: its `map` is null (an error's is set). A body
+    // that is not a map completes with bad_request; `check` says whether it still needs the
+    // walk that proves it well formed (forward.h).
     void async_forward(std::string_view op, std::string_view body,
                        std::function<void(Result<ResponseFrame>)> done, CallOptions opts = {},
                        std::chrono::milliseconds extra_wait = std::chrono::milliseconds(0),

@@ -83,8 +83,9 @@ struct ResponseHead {
     bool ok = false;
 };
 Result<ResponseHead> peek_response(std::string_view body, const DecodeLimits& limits = {});
-// decode_response of a body peek_response accepted: not checked again.
-Result<ResponseFrame> decode_peeked_response(std::string_view body, const DecodeLimits& limits);
+// decode_response of a body peek_response accepted as `head`: neither checked nor read again.
+Result<ResponseFrame> decode_peeked_response(std::string_view body, const ResponseHead& head,
+                                             const DecodeLimits& limits);
 
 // Forwarding (dueq-proxy, a node relaying to another shard). `map` is a request or a
 // response as a msgpack map; the result is a whole frame holding the same entries with

@@ -201,7 +201,7 @@ Result<ResponseHead> peek_response(std::string_view body, const DecodeLimits& li
     const wire::MsgValue top = wire::read_value(body);
     if (top.type != wire::MsgType::map) return bad("frame is not a msgpack map");
     ResponseHead head;
-    // As msgpack-c's lookup in decode_peeked_response: the first entry of a name counts.
+    // As msgpack-c's lookup (find) would: the first entry of a name counts.
     std::optional<wire::MsgValue> id, ok;
     for (wire::MapReader m(top); auto e = m.next();) {
         const auto name = e->first.as_str();
@@ -221,13 +221,16 @@ Result<ResponseHead> peek_response(std::string_view body, const DecodeLimits& li
 Result<ResponseFrame> decode_response(std::string_view body, const DecodeLimits& limits) {
     auto head = peek_response(body, limits);
     if (!head.ok()) return head.error();
-    return decode_peeked_response(body, limits);
+    return decode_peeked_response(body, *head, limits);
 }
 
-Result<ResponseFrame> decode_peeked_response(std::string_view body, const DecodeLimits& limits) {
+Result<ResponseFrame> decode_peeked_response(std::string_view body, const ResponseHead& head,
+                                             const DecodeLimits& limits) {
     ResponseFrame frame;
+    frame.id = head.id;
+    frame.ok = head.ok;
     try {
-        // The check above bounds every count by the body size; the limit is a backstop.
+        // peek_response's check bounds every count by the body size; the limit is a backstop.
         const msgpack::unpack_limit cap(body.size(), body.size(), body.size(), body.size(),
                                         body.size(), limits.max_depth + 1);
         frame.handle = std::make_shared<msgpack::object_handle>(
@@ -237,10 +240,6 @@ Result<ResponseFrame> decode_peeked_response(std::string_view body, const Decode
     }
     const msgpack::object& map = frame.handle->get();
     frame.map = &map;
-    if (Status st = get_u64(map, field::id, &frame.id, true); !st.ok()) return st.error();
-    const msgpack::object* ok = find(map, field::ok);
-    if (!ok || ok->type != msgpack::type::BOOLEAN) return bad("missing boolean 'ok'");
-    frame.ok = ok->via.boolean;
     if (!frame.ok) {
         if (Status st = decode_error(map, &frame.error); !st.ok()) return st.error();
     }

@@ -12,6 +12,19 @@ namespace dueq::shard {
 
 namespace asio = boost::asio;
 
+namespace {
+
+// The client addresses of `members`, but the one whose id is `skip`.
+std::vector<std::string> seeds_of(const std::vector<ShardMember>& members,
+                                  std::string_view skip = {}) {
+    std::vector<std::string> seeds;
+    for (const auto& m : members)
+        if (skip.empty() || m.id != skip) seeds.push_back(m.client);
+    return seeds;
+}
+
+}  // namespace
+
 Router::Router(asio::io_context& io, ShardMap map, RouterOptions options)
     : io_(io), map_(std::move(map)), options_(std::move(options)) {
     clients_.resize(map_.shards.size());
@@ -55,12 +68,7 @@ bool Router::learn_members(const std::string& name, std::vector<ShardMember> mem
     spdlog::info("shard '{}' members now {} (its membership at index {})", name, list,
                  membership_index);
     s.members = std::move(members);
-    if (clients_[*i]) {
-        std::vector<std::string> seeds;
-        for (const auto& m : s.members)
-            seeds.push_back(m.client);
-        clients_[*i]->set_seeds(std::move(seeds));
-    }
+    if (clients_[*i]) clients_[*i]->set_seeds(seeds_of(s.members));
     if (own_ && *own_ == *i && peers_) {
         if (auto seeds = peer_seeds(); !seeds.empty())
             peers_->set_seeds(std::move(seeds));
@@ -112,40 +120,32 @@ void Router::discover() {
 }
 
 std::vector<std::string> Router::peer_seeds() const {
-    std::vector<std::string> seeds;
-    if (!own_) return seeds;
-    for (const auto& m : map_.shards.at(*own_).members)
-        if (m.id != self_) seeds.push_back(m.client);
-    return seeds;
+    if (!own_) return {};
+    return seeds_of(map_.shards.at(*own_).members, self_);
 }
 
 client::Client* Router::peers_client() {
     if (!peers_) {
         auto seeds = peer_seeds();
         if (seeds.empty()) return nullptr;
-        client::ClientOptions o;
-        o.seeds = std::move(seeds);
-        o.call_timeout = options_.call_timeout;
-        o.token = options_.token;
-        o.tls = options_.tls;
-        peers_ = std::make_unique<client::Client>(io_, std::move(o));
+        peers_ = make_client(std::move(seeds));
     }
     return peers_.get();
 }
 
 client::Client& Router::client_for(std::size_t shard) {
     auto& c = clients_.at(shard);
-    if (!c) {
-        client::ClientOptions o;
-        o.seeds.clear();
-        for (const auto& m : map_.shards[shard].members)
-            o.seeds.push_back(m.client);
-        o.call_timeout = options_.call_timeout;
-        o.token = options_.token;
-        o.tls = options_.tls;
-        c = std::make_unique<client::Client>(io_, std::move(o));
-    }
+    if (!c) c = make_client(seeds_of(map_.shards[shard].members));
     return *c;
+}
+
+std::unique_ptr<client::Client> Router::make_client(std::vector<std::string> seeds) {
+    client::ClientOptions o;
+    o.seeds = std::move(seeds);
+    o.call_timeout = options_.call_timeout;
+    o.token = options_.token;
+    o.tls = options_.tls;
+    return std::make_unique<client::Client>(io_, std::move(o));
 }
 
 Router::Done Router::on_this_loop(Done done) {

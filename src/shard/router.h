@@ -90,6 +90,8 @@ class Router {
     std::string known_leader(std::size_t shard) const;
   private:
     client::Client& client_for(std::size_t shard);
+    // A client on io_ with the router's options, dialing `seeds`.
+    std::unique_ptr<client::Client> make_client(std::vector<std::string> seeds);
     // A client of the own shard's other members (start_discovery), or null when it has none.
     client::Client* peers_client();
     void call_on(client::Client& c, std::string_view op, const msgpack::object& request,
