@@ -117,6 +117,9 @@ class RaftIo final : public shell::Storage, public shell::Transport, public Over
     std::uint64_t write_overlay(storage::OverlayWrite w) override;
 
   private:
+    // Whether the storage thread's idle writes are carried out on the event loop
+    // (storage/writer.h), for this membership and fsync policy.
+    void follow_inline_writes(const MemberDirectory& members);
     void on_peer_frame(std::uint64_t from, std::string_view payload);
     void on_peer_change(std::uint64_t peer, bool connected);
     // Counts and logs (rate-limited) peer input refused before the core saw it.

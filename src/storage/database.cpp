@@ -117,7 +117,8 @@ rocksdb::Options open_options(rocksdb::Env* env) {
     opts.paranoid_checks = true;
     // Our own log is the durability point; RocksDB's WAL carries the batches to it.
     opts.manual_wal_flush = false;
-    // One thread writes (the storage thread) and nothing reads a memtable on the hot path
+    // One thread writes at a time (the storage thread, or the event loop writing inline:
+    // storage/writer.h) and nothing reads a memtable on the hot path
     // (a restart or a checkpoint reads it once, in order): the log and the task records
     // go into memtables that append and sort once, at flush (sorted_flush_memtable.h),
     // instead of a skiplist whose random-key inserts were the write path's largest cost

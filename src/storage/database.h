@@ -1,7 +1,7 @@
 // The node's RocksDB: the Raft log and hard state, and the applied task state.
 //
-// Column families (docs/internals/replication.md): `log` (index -> term, log time, type, data), `meta` (hard
-// state, applied index, log base, store-wide state), `tasks` ((queue, key) -> encoded
+// Column families (docs/internals/replication.md): `log` (index -> term, log time, type, data),
+// `meta` (hard state, applied index, log base, store-wide state), `tasks` ((queue, key) -> encoded
 // task), `overlay` (an autonomous node's writes not merged yet, docs/autonomy.md: (queue,
 // key) -> queue::encode_overlay_record). Every value starts with a CRC-32C of
 // its key and body; a record whose checksum does not match is reported as corruption and
@@ -11,7 +11,7 @@
 // applied state of some index was written: it is the Raft snapshot a lagging follower
 // is sent, read in chunks while writes go on.
 //
-// Thread-safety: one writer (the storage thread) calls write/install/checkpoint; load
+// Thread-safety: one writer at a time (storage/writer.h) calls write/install/checkpoint; load
 // runs before that thread starts. Reading a Checkpoint is safe from any one thread
 // while the writer runs (RocksDB snapshots are immutable views).
 #pragma once

@@ -67,7 +67,7 @@ std::uint64_t FlushedApplied::flush_floor() const {
 
 void FlushedApplied::OnMemTableSealed(const rocksdb::MemTableInfo& info) {
     if (info.cf_name != log_cf_) return;
-    // The storage thread is the only writer, and it is inside a write now: every applied
+    // One writer at a time (storage/writer.h), and it is inside a write now: every applied
     // state it wrote before is in memtables sealed with this one, or in files.
     std::lock_guard lock(mu_);
     sealed_logs_.emplace_back(info.first_seqno, std::max(written_, durable_));

@@ -23,14 +23,43 @@ Writer::~Writer() {
 }
 
 std::uint64_t Writer::submit(Job job) {
-    std::uint64_t ticket;
-    {
-        std::lock_guard lock(mu_);
-        pending_.push_back(std::move(job));
-        ticket = ++next_ticket_;
-    }
+    std::unique_lock lock(mu_);
+    const std::uint64_t ticket = ++next_ticket_;
+    if (try_inline(job, lock, ticket)) return ticket;
+    pending_.push_back(std::move(job));
+    lock.unlock();
     cv_.notify_one();
     return ticket;
+}
+
+bool Writer::try_inline(Job& job, std::unique_lock<std::mutex>& lock, std::uint64_t ticket) {
+    const bool a_write = std::holds_alternative<LogWrite>(job) ||
+                         std::holds_alternative<AppliedState>(job) ||
+                         std::holds_alternative<OverlayWrite>(job);
+    if (!inline_writes_ || !a_write || busy_ || stop_ || !pending_.empty() ||
+        last_took_ > inline_limit_)
+        return false;
+    busy_ = true;
+    lock.unlock();
+    inline_jobs_.clear();
+    inline_jobs_.push_back(std::move(job));
+    const bool ok = carry_out(inline_jobs_);
+    inline_jobs_.clear();
+    metrics_.inline_batches.fetch_add(1, std::memory_order_relaxed);
+    // Before busy_ drops: a write the storage thread takes up next is noticed after this.
+    if (ok) on_written_(ticket);
+    lock.lock();
+    busy_ = false;
+    const bool waiting = !pending_.empty();
+    lock.unlock();
+    if (waiting) cv_.notify_one();
+    return true;
+}
+
+void Writer::set_inline_writes(bool on, std::chrono::steady_clock::duration limit) {
+    std::lock_guard lock(mu_);
+    inline_writes_ = on;
+    inline_limit_ = limit;
 }
 
 void Writer::run() {
@@ -41,18 +70,25 @@ void Writer::run() {
     for (;;) {
         {
             std::unique_lock lock(mu_);
-            cv_.wait(lock, [&] { return stop_ || !pending_.empty(); });
+            cv_.wait(lock, [&] { return !busy_ && (stop_ || !pending_.empty()); });
             if (pending_.empty() && stop_) return;
             jobs.swap(pending_);
             last_ticket = next_ticket_;
+            busy_ = true;
         }
         if (!carry_out(jobs)) return;
         jobs.clear();
         on_written_(last_ticket);
+        std::lock_guard lock(mu_);
+        busy_ = false;
     }
 }
 
 void Writer::record(const Database::Written& w, std::chrono::steady_clock::duration took) {
+    {
+        std::lock_guard lock(mu_);
+        last_took_ = took;
+    }
     metrics_.bytes.fetch_add(w.bytes, std::memory_order_relaxed);
     if (!w.synced) return;
     const auto us = std::chrono::duration_cast<std::chrono::microseconds>(took).count();

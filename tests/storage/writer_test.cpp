@@ -260,3 +260,82 @@ TEST_CASE("an install through the writer falls between the log writes around it"
     CHECK(got.hard_state == snap.hard_state);
     CHECK(contents(loaded) == contents(source));
 }
+
+TEST_CASE("inline writes: the submitter writes when the writer is idle, the thread otherwise") {
+    TempDir dir("inline-writes");
+    auto db = open_db(dir.str(), true);
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<std::pair<std::uint64_t, std::thread::id>> reports;
+    auto reported = [&](std::uint64_t t) {
+        std::unique_lock lock(mu);
+        return cv.wait_for(lock, std::chrono::seconds(20),
+                           [&] { return !reports.empty() && reports.back().first >= t; });
+    };
+    const auto self = std::this_thread::get_id();
+    Gate gate;
+    std::uint64_t last = 0;
+    {
+        Writer writer(
+            *db,
+            [&](std::uint64_t t) {
+                std::lock_guard lock(mu);
+                reports.emplace_back(t, std::this_thread::get_id());
+                cv.notify_all();
+            },
+            fail_on_error());
+        writer.set_inline_writes(true, std::chrono::hours(1));
+
+        // Idle: written before submit returns, and reported on this thread.
+        CHECK(writer.submit(one_entry(1)) == 1);
+        {
+            std::lock_guard lock(mu);
+            REQUIRE(reports.size() == 1);
+            CHECK(reports[0] == std::make_pair(std::uint64_t{1}, self));
+        }
+        CHECK(writer.inline_batches() == 1);
+
+        // A checkpoint is never carried out inline; while it holds the thread, a write waits
+        // behind it and the thread reports both.
+        CHECK(writer.submit(storage::CheckpointRequest{
+                  meta_of(1),
+                  [&](std::shared_ptr<const storage::Checkpoint>) { gate.block_here(); }}) == 2);
+        gate.wait_entered();
+        CHECK(writer.submit(one_entry(2)) == 3);
+        {
+            std::lock_guard lock(mu);
+            CHECK(reports.size() == 1);
+        }
+        gate.release();
+        REQUIRE(reported(3));
+        {
+            std::lock_guard lock(mu);
+            CHECK(reports.back().first == 3);
+            CHECK(reports.back().second != self);
+        }
+        CHECK(writer.inline_batches() == 1);
+
+        // Once the thread is idle again, writes are inline again...
+        std::uint64_t next = 3;
+        for (int i = 0; i < 2000 && writer.inline_batches() == 1; ++i) {
+            CHECK(writer.submit(one_entry(next)) == next + 1);
+            ++next;
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        REQUIRE(writer.inline_batches() == 2);
+        // ...until a write took longer than the limit (here: any time at all): then the
+        // thread writes, though it is idle.
+        writer.set_inline_writes(true, std::chrono::nanoseconds(0));
+        CHECK(writer.submit(one_entry(next)) == next + 1);
+        REQUIRE(reported(next + 1));
+        CHECK(writer.inline_batches() == 2);
+        {
+            std::lock_guard lock(mu);
+            CHECK(reports.back().second != self);
+        }
+        last = next;
+    }
+    db.reset();
+    queue::Store loaded;
+    CHECK(load_ok(dir.str(), loaded).entries == entries(1, last));
+}
