@@ -25,10 +25,10 @@ std::uint64_t mix(std::uint64_t h) {
 
 SlotArray::SlotArray(std::size_t n) : size_(n) {
     constexpr std::size_t kHuge = 2u << 20;
-    const std::size_t bytes = n * sizeof(std::uint64_t);
+    const std::size_t bytes = n * kSlotBytes + 8;
     if (bytes < kHuge) {
-        slots_ = static_cast<std::uint64_t*>(std::calloc(n, sizeof(std::uint64_t)));
-        if (slots_ == nullptr) throw std::bad_alloc();
+        bytes_ = static_cast<unsigned char*>(std::calloc(bytes, 1));
+        if (bytes_ == nullptr) throw std::bad_alloc();
         return;
     }
     // Map a huge page more than needed and keep the aligned part, so that every 2 MiB of
@@ -44,14 +44,14 @@ SlotArray::SlotArray(std::size_t n) : size_(n) {
         ::munmap(reinterpret_cast<void*>(aligned + want), tail);
     // Only advice: without huge pages the table works the same, with more TLB misses.
     advise_huge(reinterpret_cast<void*>(aligned), want);
-    slots_ = reinterpret_cast<std::uint64_t*>(aligned);
+    bytes_ = reinterpret_cast<unsigned char*>(aligned);
     mapped_bytes_ = want;
 }
 
 SlotArray& SlotArray::operator=(SlotArray&& o) noexcept {
     if (this != &o) {
         release();
-        slots_ = std::exchange(o.slots_, nullptr);
+        bytes_ = std::exchange(o.bytes_, nullptr);
         size_ = std::exchange(o.size_, 0);
         mapped_bytes_ = std::exchange(o.mapped_bytes_, 0);
     }
@@ -60,10 +60,10 @@ SlotArray& SlotArray::operator=(SlotArray&& o) noexcept {
 
 void SlotArray::release() {
     if (mapped_bytes_ != 0)
-        ::munmap(slots_, mapped_bytes_);
+        ::munmap(bytes_, mapped_bytes_);
     else
-        std::free(slots_);
-    slots_ = nullptr;
+        std::free(bytes_);
+    bytes_ = nullptr;
     size_ = mapped_bytes_ = 0;
 }
 
@@ -86,19 +86,19 @@ std::uint64_t TaskTable::hash(std::uint16_t queue_id, std::string_view key) {
 
 std::size_t TaskTable::home_of(std::uint64_t h, std::size_t slots) {
     // Multiply-shift range reduction instead of a power-of-two mask, so the table can grow
-    // by 1.5x and stay between 58% and 87% full (8-14 bytes per task).
+    // by 1.5x and stay between 58% and 87% full (5.7-8.6 bytes per task).
     __extension__ using u128 = unsigned __int128;
     return static_cast<std::size_t>((u128{h} * slots) >> 64);
 }
 
 Task* TaskTable::find_in(const SlotArray& slots, std::uint16_t queue_id, std::string_view key,
-                         std::uint64_t h) {
-    const std::uint64_t tag = h << kTagShift;
+                         std::uint64_t h) const {
+    const std::uint64_t tag = tag_of(h);
     const std::size_t n = slots.size();
     for (std::size_t i = home_of(h, n);; i = next(i, n)) {
-        const std::uint64_t v = slots[i];
+        const std::uint64_t v = slots.get(i);
         if (v == 0) return nullptr;
-        if ((v & ~kPointerBits) != tag || v == kMoved) continue;
+        if ((v & kTagBits) != tag || v == kMoved) continue;
         Task* t = task_of(v);
         if (t->queue_id == queue_id && t->key() == key) return t;
     }
@@ -114,12 +114,13 @@ Task* TaskTable::find(std::uint16_t queue_id, std::string_view key) const {
 
 std::size_t TaskTable::find_slot(const Task* t, std::size_t* in_moving) const {
     const std::uint64_t h = hash(t->queue_id, t->key());
-    for (std::size_t i = home_of(h, slots_.size()); slots_[i] != 0; i = next(i, slots_.size()))
-        if (task_of(slots_[i]) == t) return i;
+    const std::uint64_t want = slot_value(t, h);
+    for (std::size_t i = home_of(h, slots_.size()); slots_.get(i) != 0; i = next(i, slots_.size()))
+        if (slots_.get(i) == want) return i;
     assert(!moving_.empty());
     for (std::size_t i = home_of(h, moving_.size());; i = next(i, moving_.size())) {
-        assert(moving_[i] != 0);
-        if (moving_[i] != kMoved && task_of(moving_[i]) == t) {
+        assert(moving_.get(i) != 0);
+        if (moving_.get(i) == want) {
             *in_moving = i;
             return slots_.size();
         }
@@ -128,13 +129,14 @@ std::size_t TaskTable::find_slot(const Task* t, std::size_t* in_moving) const {
 
 void TaskTable::place(std::uint64_t v, std::uint64_t h) const {
     std::size_t i = home_of(h, slots_.size());
-    while (slots_[i] != 0)
+    while (slots_.get(i) != 0)
         i = next(i, slots_.size());
-    slots_[i] = v;
+    slots_.set(i, v);
 }
 
 void TaskTable::insert(Task* t) {
-    assert((reinterpret_cast<std::uintptr_t>(t) & ~kPointerBits) == 0);
+    if (anchor_ == nullptr) anchor_ = t;
+    assert(TaskRegion::at(anchor_, TaskRegion::ref_of(t)) == t);
     if (!moving_.empty()) move_some(kMoveSlots);
     // Grow at 7/8 full: linear probing stays short enough there for hits, and lookups of
     // missing keys (put of a new task) pay once per put, not per take.
@@ -153,10 +155,14 @@ void TaskTable::reserve(std::size_t n) {
 }
 
 void TaskTable::replace(const Task* old_task, Task* new_task) {
+    assert(TaskRegion::at(anchor_, TaskRegion::ref_of(new_task)) == new_task);
     std::size_t in_moving = 0;
     const std::size_t i = find_slot(old_task, &in_moving);
-    std::uint64_t& v = i < slots_.size() ? slots_[i] : moving_[in_moving];
-    v = (v & ~kPointerBits) | reinterpret_cast<std::uintptr_t>(new_task);
+    const std::uint64_t h = hash(new_task->queue_id, new_task->key());
+    if (i < slots_.size())
+        slots_.set(i, slot_value(new_task, h));
+    else
+        moving_.set(in_moving, slot_value(new_task, h));
 }
 
 void TaskTable::erase(const Task* t) {
@@ -167,20 +173,22 @@ void TaskTable::erase(const Task* t) {
     if (hole == slots_.size()) {
         // The previous array is only read until its move ends: a marker keeps the chains
         // through this slot whole.
-        moving_[in_moving] = kMoved;
+        moving_.set(in_moving, kMoved);
         return;
     }
-    slots_[hole] = 0;
+    slots_.set(hole, 0);
     // Backward-shift: pull later entries of the cluster into the hole when their home
     // slot does not lie cyclically in (hole, j].
     const std::size_t n = slots_.size();
-    for (std::size_t j = next(hole, n); slots_[j] != 0; j = next(j, n)) {
-        const Task* o = task_of(slots_[j]);
+    for (std::size_t j = next(hole, n);; j = next(j, n)) {
+        const std::uint64_t v = slots_.get(j);
+        if (v == 0) break;
+        const Task* o = task_of(v);
         std::size_t home = home_of(hash(o->queue_id, o->key()), n);
         bool stays = hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
         if (stays) continue;
-        slots_[hole] = slots_[j];
-        slots_[j] = 0;
+        slots_.set(hole, v);
+        slots_.set(j, 0);
         hole = j;
     }
 }
@@ -196,11 +204,11 @@ void TaskTable::grow(std::size_t slots) {
 void TaskTable::move_some(std::size_t n) const {
     const std::size_t end = std::min(moved_ + n, moving_.size());
     for (; moved_ < end; ++moved_) {
-        std::uint64_t& v = moving_[moved_];
+        const std::uint64_t v = moving_.get(moved_);
         if (v == 0 || v == kMoved) continue;
         const Task* t = task_of(v);
         place(v, hash(t->queue_id, t->key()));
-        v = kMoved;
+        moving_.set(moved_, kMoved);
     }
     if (moved_ == moving_.size()) {
         moving_ = SlotArray();
