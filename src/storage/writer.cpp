@@ -33,10 +33,12 @@ std::uint64_t Writer::submit(Job job) {
 }
 
 bool Writer::try_inline(Job& job, std::unique_lock<std::mutex>& lock, std::uint64_t ticket) {
-    const bool a_write = std::holds_alternative<LogWrite>(job) ||
-                         std::holds_alternative<AppliedState>(job) ||
-                         std::holds_alternative<OverlayWrite>(job);
-    if (!inline_writes_ || !a_write || busy_ || stop_ || !pending_.empty() ||
+    // Only a write its submitter waits for. One written behind (an applied state, a
+    // commit-index move) gains nothing from going out at once, and would hold the event
+    // loop before it answers what it has just applied.
+    const auto* log = std::get_if<LogWrite>(&job);
+    const bool awaited = (log && log->sync) || std::holds_alternative<OverlayWrite>(job);
+    if (!inline_writes_ || !awaited || busy_ || stop_ || !pending_.empty() ||
         last_took_ > inline_limit_)
         return false;
     busy_ = true;

@@ -9,10 +9,11 @@
 // its own loop) says every job up to that ticket is done. A failed write is fatal
 // (`on_error`): a node must not go on after its log could not be made durable.
 //
-// With inline writes on, a write submitted while the thread is idle and nothing waits is
-// carried out by the submitting thread itself, at once. On this kind of machine waking a
-// sleeping thread costs tens of microseconds each way, more than writing one small batch
-// to the OS: one request in flight paid two such wake-ups per write. The completion still
+// With inline writes on, a write that the submitter waits for, submitted while the thread
+// is idle and nothing else waits, is carried out by the submitting thread itself, at once.
+// On this kind of machine waking a sleeping thread costs tens of microseconds each way,
+// more than writing one small batch to the OS: one request in flight paid two such
+// wake-ups per write. The completion still
 // goes through `on_written`, so the caller sees the same order and the same posting.
 #pragma once
 
@@ -57,10 +58,11 @@ class Writer {
     // Queues a job (or, with inline writes, may carry it out before returning); returns
     // its ticket (1, 2, 3, ... in submission order).
     std::uint64_t submit(Job job);
-    // Whether a log, applied-state or overlay write submitted to an idle writer is carried
-    // out on the submitting thread (see above). Snapshot installs and checkpoints never are,
-    // nor any write while the latest batch took longer than kInlineLimit: a disk that has
-    // turned slow stalls the storage thread, not the submitter's event loop.
+    // Whether a write its submitter waits for (a synced log write, an overlay write)
+    // submitted to an idle writer is carried out on the submitting thread (see above).
+    // Writes behind (applied states, commit-index moves), snapshot installs and checkpoints
+    // never are, nor any write while the latest batch took longer than kInlineLimit: a disk
+    // that has turned slow stalls the storage thread, not the submitter's event loop.
     // `limit` is for tests.
     static constexpr std::chrono::milliseconds kInlineLimit{5};
     void set_inline_writes(bool on, std::chrono::steady_clock::duration limit = kInlineLimit);

@@ -295,22 +295,31 @@ TEST_CASE("inline writes: the submitter writes when the writer is idle, the thre
         }
         CHECK(writer.inline_batches() == 1);
 
+        // A write behind (here a commit-index move) is left to the thread: nobody waits
+        // for it.
+        storage::LogWrite commit;
+        commit.hard_state = raft::HardState{term_of(1), 1, 1};
+        commit.sync = false;
+        CHECK(writer.submit(commit) == 2);
+        REQUIRE(reported(2));
+        CHECK(writer.inline_batches() == 1);
+
         // A checkpoint is never carried out inline; while it holds the thread, a write waits
         // behind it and the thread reports both.
         CHECK(writer.submit(storage::CheckpointRequest{
                   meta_of(1),
-                  [&](std::shared_ptr<const storage::Checkpoint>) { gate.block_here(); }}) == 2);
+                  [&](std::shared_ptr<const storage::Checkpoint>) { gate.block_here(); }}) == 3);
         gate.wait_entered();
-        CHECK(writer.submit(one_entry(2)) == 3);
+        CHECK(writer.submit(one_entry(2)) == 4);
         {
             std::lock_guard lock(mu);
-            CHECK(reports.size() == 1);
+            CHECK(reports.size() == 2);
         }
         gate.release();
-        REQUIRE(reported(3));
+        REQUIRE(reported(4));
         {
             std::lock_guard lock(mu);
-            CHECK(reports.back().first == 3);
+            CHECK(reports.back().first == 4);
             CHECK(reports.back().second != self);
         }
         CHECK(writer.inline_batches() == 1);
@@ -318,7 +327,7 @@ TEST_CASE("inline writes: the submitter writes when the writer is idle, the thre
         // Once the thread is idle again, writes are inline again...
         std::uint64_t next = 3;
         for (int i = 0; i < 2000 && writer.inline_batches() == 1; ++i) {
-            CHECK(writer.submit(one_entry(next)) == next + 1);
+            CHECK(writer.submit(one_entry(next)) == next + 2);
             ++next;
             std::this_thread::sleep_for(std::chrono::milliseconds(1));
         }
@@ -326,8 +335,8 @@ TEST_CASE("inline writes: the submitter writes when the writer is idle, the thre
         // ...until a write took longer than the limit (here: any time at all): then the
         // thread writes, though it is idle.
         writer.set_inline_writes(true, std::chrono::nanoseconds(0));
-        CHECK(writer.submit(one_entry(next)) == next + 1);
-        REQUIRE(reported(next + 1));
+        CHECK(writer.submit(one_entry(next)) == next + 2);
+        REQUIRE(reported(next + 2));
         CHECK(writer.inline_batches() == 2);
         {
             std::lock_guard lock(mu);
