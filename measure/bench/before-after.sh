@@ -1,24 +1,26 @@
 #!/usr/bin/env bash
 # Throughput of two builds of dueqd side by side, in one run: put and take+ack (refresh)
-# on one node and on a 3-node loopback cluster, fsync always, measured by the NEW tree's
-# dueq-bench. Runs alternate old, new, old, new... (ROUNDS times each) so that drift of
-# a noisy machine hits both alike; prints each figure and the new/old ratio of medians,
-# for throughput and for the servers' CPU time per operation (µs, all dueqd processes
-# of the run, from /proc; steadier than throughput when the machine is shared).
+# on one node (fsync $FSYNC, default always) and on a 3-node loopback cluster (fsync
+# always), measured by the NEW tree's dueq-bench. Runs alternate old, new, old, new...
+# (ROUNDS times each) so that drift of a noisy machine hits both alike; prints each
+# figure and the new/old ratio of medians, for throughput and for the servers' CPU time
+# per operation (µs, all dueqd processes of the run, from /proc; steadier than
+# throughput when the machine is shared).
 #
 #   measure/bench/before-after.sh OLD_ROOT NEW_ROOT
 #
 # Each ROOT is a checkout with dueqd built in ROOT/build (BUILD_DIR to change); each
 # tree's own measure/bench/dueq.sh starts its dueqd, so configs match the binary. Make the
 # old one with: git worktree add /tmp/dueq-old <commit> && (cd /tmp/dueq-old &&
-# scripts/build.sh). Environment: ROUNDS (3), SECS (8 per run), CONNS (64).
+# scripts/build.sh). Environment: ROUNDS (3), SECS (8 per run), CONNS (64), DEPTH (1),
+# FSYNC (always or never, the one node's).
 # Every server listens on 127.0.0.1 and is stopped by its PID.
 set -euo pipefail
 old=${1:?usage: before-after.sh OLD_ROOT NEW_ROOT}
 new=${2:?usage: before-after.sh OLD_ROOT NEW_ROOT}
 old=$(cd "$old" && pwd) new=$(cd "$new" && pwd)
 build=${BUILD_DIR:-build}
-rounds=${ROUNDS:-3} secs=${SECS:-8} conns=${CONNS:-64}
+rounds=${ROUNDS:-3} secs=${SECS:-8} conns=${CONNS:-64} depth=${DEPTH:-1} fsync=${FSYNC:-always}
 bench=$new/$build/measure/bench/dueq-bench
 for t in "$old/$build/cmd/dueqd/dueqd" "$new/$build/cmd/dueqd/dueqd" "$bench"; do
   [ -x "$t" ] || { echo "missing $t: build it first" >&2; exit 2; }
@@ -34,10 +36,10 @@ measure() {  # ADDRS SCENARIO QUEUE PIDS...
   local addrs=$1 scenario=$2 queue=$3 before ops
   shift 3
   before=$(cpu_ticks "$@")
-  ops=$("$bench" "$scenario" -b dueq -a "$addrs" -c "$conns" -d 1 --warmup 1 -s "$secs" \
+  ops=$("$bench" "$scenario" -b dueq -a "$addrs" -c "$conns" -d "$depth" --warmup 1 -s "$secs" \
     --keys 20000 --queue "$queue" --json |
     python3 -c 'import json,sys
-r = json.load(sys.stdin)["results"][0]
+r = json.load(sys.stdin)["results"][-1]  # a refresh run lists its preload first
 print("  errors %s, empty takes %s" % (r["errors"], r["empty_takes"]), file=sys.stderr)
 print(round(r["ops_per_s"]))')
   awk -v ops="$ops" -v t=$(($(cpu_ticks "$@") - before)) -v hz="$clk_tck" -v s="$secs" \
@@ -55,7 +57,7 @@ for round in $(seq 1 "$rounds"); do
     [ $side = new ] && root=$new
     dir=$work/$side-$round
     # One node.
-    pids+=("$(BUILD_DIR=$build "$root/measure/bench/dueq.sh" node "$dir/single" 7795 always)")
+    pids+=("$(BUILD_DIR=$build "$root/measure/bench/dueq.sh" node "$dir/single" 7795 "$fsync")")
     for scenario in put refresh; do
       v=$(measure 127.0.0.1:7795 "$scenario" "q-$scenario-$round" "${pids[@]}")
       record "$side-single-$scenario" "$v"
@@ -76,7 +78,7 @@ for round in $(seq 1 "$rounds"); do
     stop_all
   done
 done
-printf '| %-16s | %-28s | %-28s | %s | %s |\n' "fsync always, $conns conns" "old ops/s (each round)" \
+printf '| %-16s | %-28s | %-28s | %s | %s |\n' "one node fsync $fsync, $conns x $depth" "old ops/s (each round)" \
   "new ops/s (each round)" "new / old ops/s (medians)" "new / old CPU per op (medians)"
 printf '|---|---|---|---|---|\n'
 for k in single-put single-refresh cluster-put cluster-refresh; do

@@ -30,7 +30,7 @@ measure() {  # ADDRS SCENARIO QUEUE CONNS DEPTH TLSDIR PIDS...: "OPS_PER_S CPU_U
   ops=$("$bench" "$scenario" -b dueq -a "$addrs" -c "$conns" -d "$depth" --warmup 1 -s "$secs" \
     --keys 20000 --queue "$queue" --json "${creds[@]}" |
     python3 -c 'import json,sys
-r = json.load(sys.stdin)["results"][0]
+r = json.load(sys.stdin)["results"][-1]  # a refresh run lists its preload first
 print("  errors %s, empty takes %s" % (r["errors"], r["empty_takes"]), file=sys.stderr)
 print(round(r["ops_per_s"]))')
   awk -v ops="$ops" -v t=$(($(cpu_ticks "$@") - before)) -v hz="$clk_tck" -v s="$secs" \
