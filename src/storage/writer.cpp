@@ -87,10 +87,7 @@ void Writer::run() {
 }
 
 void Writer::record(const Database::Written& w, std::chrono::steady_clock::duration took) {
-    {
-        std::lock_guard lock(mu_);
-        last_took_ = took;
-    }
+    last_took_ = took;
     metrics_.bytes.fetch_add(w.bytes, std::memory_order_relaxed);
     if (!w.synced) return;
     const auto us = std::chrono::duration_cast<std::chrono::microseconds>(took).count();
@@ -113,9 +110,9 @@ void Writer::record(const Database::Written& w, std::chrono::steady_clock::durat
 }
 
 bool Writer::carry_out(std::vector<Job>& jobs) {
-    std::vector<LogWrite> logs;
-    std::vector<AppliedState> applied;
-    std::vector<OverlayWrite> overlay;
+    auto& logs = batch_logs_;
+    auto& applied = batch_applied_;
+    auto& overlay = batch_overlay_;
     auto flush = [&] {
         if (logs.empty() && applied.empty() && overlay.empty()) return true;
         const auto began = std::chrono::steady_clock::now();

@@ -96,7 +96,13 @@ class Writer {
     bool busy_ = false;  // a thread is carrying out jobs (the storage thread or a submitter)
     bool inline_writes_ = false;
     std::chrono::steady_clock::duration inline_limit_ = kInlineLimit;
+    // Whoever is busy_ only (read under mu_ once busy_ has dropped under it):
     std::chrono::steady_clock::duration last_took_{};  // the latest batch's write
+    // One batch's writes, kept so that a write (on the event loop, when inline) does not
+    // allocate them each time.
+    std::vector<LogWrite> batch_logs_;
+    std::vector<AppliedState> batch_applied_;
+    std::vector<OverlayWrite> batch_overlay_;
     WriteMetrics metrics_;
     std::atomic<std::uint32_t> slow_sync_ms_{0};
     std::chrono::steady_clock::time_point slow_logged_{};  // whoever is busy_ only
